@@ -1,0 +1,1 @@
+"""The autograder: grades submission folders in separate processes and writes reports."""

@@ -1,0 +1,122 @@
+"""Verdicts on a worker's raw GEMM results, computed in the grading process itself.
+
+Nothing the worker wrote is believed except the buffers and timings, and those are checked
+against what the grader rebuilds on its own side from the case description.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from grader.cases import GemmCase, Operands, build_operands
+from nnkit.gemm_reference import error_bound, reference
+
+
+@dataclass
+class CaseOutcome:
+    label: str
+    passed: bool
+    message: str
+    worst_error_ratio: float | None = None  # max |error| / bound; <= 1 passes
+    figures: dict = field(default_factory=dict)
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _span(indices: np.ndarray) -> str:
+    lo, hi = int(indices.min()), int(indices.max())
+    return str(lo) if lo == hi else f"{lo}..{hi}"
+
+
+def _expected(case: GemmCase, ops: Operands) -> tuple[np.ndarray, np.ndarray]:
+    A, B, C = ops.views()
+    opA = A.T if case.trans_a else A
+    opB = B.T if case.trans_b else B
+    return reference(opA, opB, C, case.alpha, case.beta), error_bound(opA, opB, C, case.alpha,
+                                                                      case.beta)
+
+
+def compare_result(case: GemmCase, ops: Operands, C_after: np.ndarray) -> tuple[bool, str, float]:
+    """Check the C buffer after a call: (passed, message, worst error / bound)."""
+    if C_after.shape != ops.C_buf.shape or C_after.dtype != np.float32:
+        shape = f"{C_after.dtype}{C_after.shape}"
+        return False, f"C came back as {shape}, not float32 of the input's shape", np.inf
+    border = np.ones(ops.C_buf.shape, dtype=bool)
+    border[ops.interior] = False
+    if border.any() and not _same_bits(C_after[border], ops.C_buf[border]):
+        return False, "wrote outside C (the guard border around C changed)", np.inf
+    ref, bound = _expected(case, ops)
+    got = C_after[ops.interior].astype(np.float64)
+    error = np.abs(got - ref)
+    with np.errstate(invalid="ignore"):
+        bad = ~(error <= bound)  # NaN counts as bad
+    ratio = float(np.nanmax(error / bound)) if np.isfinite(error).any() else np.inf
+    if not bad.any():
+        return True, f"all {got.size} elements within the float32 bound", ratio
+    rows, cols = np.nonzero(bad)
+    n_nan = int(np.isnan(got).sum())
+    worst = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(error, nan=np.inf), -1)),
+                             bad.shape)
+    msg = (f"{int(bad.sum())} of {got.size} elements wrong, in rows {_span(rows)} and "
+           f"columns {_span(cols)}; C[{worst[0]},{worst[1]}] = {got[worst]:.7g}, "
+           f"expected {ref[worst]:.7g} (bound {bound[worst]:.2g})")
+    if n_nan:
+        msg += (f"; {n_nan} are NaN (never written, a read past the edge of A or B, "
+                "or the old C used although beta = 0)")
+    return False, msg, ratio
+
+
+def check_case(case: GemmCase, outdir: Path, n: int, stopped: str) -> CaseOutcome:
+    """The verdict on correctness case n; `stopped` says why a missing result is missing."""
+    label = case.label()
+    err_file, npz_file = outdir / f"case-{n}.err", outdir / f"case-{n}.npz"
+    if err_file.exists():
+        return CaseOutcome(label, False, "raised " + err_file.read_text())
+    if not npz_file.exists():
+        return CaseOutcome(label, False, f"no result ({stopped})")
+    ops = build_operands(case)
+    try:
+        with np.load(npz_file, allow_pickle=False) as data:
+            A_after, B_after, C_after = data["A"], data["B"], data["C"]
+    except (OSError, ValueError, KeyError) as err:
+        return CaseOutcome(label, False, f"unreadable result ({err})")
+    for name, before, after in (("A", ops.A_buf, A_after), ("B", ops.B_buf, B_after)):
+        if not _same_bits(before, after):
+            return CaseOutcome(label, False, f"modified its input {name}")
+    passed, message, ratio = compare_result(case, ops, C_after)
+    return CaseOutcome(label, passed, message, ratio)
+
+
+@dataclass
+class PerfOutcome:
+    label: str
+    seconds: float | None  # median of the timed calls
+    message: str
+
+
+def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str) -> PerfOutcome:
+    """Median time of perf case n, provided the timed calls also computed the right C."""
+    label = case.label()
+    err_file = outdir / f"perf-{n}.err"
+    if err_file.exists():
+        return PerfOutcome(label, None, "raised " + err_file.read_text())
+    try:
+        seconds = json.loads((outdir / f"perf-{n}.json").read_text())["seconds"]
+        with np.load(outdir / f"perf-{n}.npz", allow_pickle=False) as data:
+            C_after = data["C"]
+    except FileNotFoundError:
+        return PerfOutcome(label, None, f"no timing ({stopped})")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return PerfOutcome(label, None, f"unreadable timing ({err})")
+    if not seconds or not all(isinstance(s, float) and s > 0 for s in seconds):
+        return PerfOutcome(label, None, "invalid timings")
+    passed, message, _ = compare_result(case, build_operands(case), C_after)
+    if not passed:
+        return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
+    return PerfOutcome(label, float(np.median(seconds)), "ok")

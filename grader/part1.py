@@ -1,0 +1,138 @@
+"""Part 1: grading the three GEMM kernels of a submission (correctness, then speed)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.cases import GemmCase, correctness_cases, perf_cases
+from grader.gemm_checks import check_case, check_perf
+from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
+from grader.runner import copy_submission, run_worker
+from grader.scoring import Config, geometric_mean, speed_share
+from grader.worker import CUBLAS
+from nnkit.gemm import KERNELS
+from nnkit.submission import NAMED
+from nnkit.timing import gemm_gflops
+
+
+class ReferenceError(RuntimeError):
+    """The solution or cuBLAS failed while being timed as the reference."""
+
+
+@dataclass
+class Reference:
+    """Median seconds per benchmark shape of each solution kernel and of cuBLAS, this run."""
+
+    seconds: dict[str, list[float]]
+
+
+def _job(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
+         config: Config) -> dict:
+    module, function = KERNELS[kernel] if kernel != CUBLAS else (CUBLAS, None)
+    return {
+        "submission": str(submission) if submission else None,
+        "module": module,
+        "function": function,
+        "cases": [c.to_json() for c in cases],
+        "perf": [c.to_json() for c in perf],
+        "repeats": config.repeats,
+        "warmup": config.warmup,
+    }
+
+
+def _limit(config: Config, on_gpu: bool) -> float:
+    return config.seconds_gpu if on_gpu else config.seconds_simulator
+
+
+def measure_reference(config: Config, workroot: Path) -> Reference:
+    """Time the solution's kernels and cuBLAS on the benchmark shapes (GPU only)."""
+    seconds: dict[str, list[float]] = {}
+    for kernel in [*KERNELS, CUBLAS]:
+        workdir = workroot / "reference" / kernel
+        source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
+                                                               workdir / "submission")
+        job = _job(source, kernel, [], perf_cases(), config)
+        run = run_worker(job, workdir, _limit(config, True), on_gpu=True)
+        outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu))
+                    for n, c in enumerate(perf_cases())]
+        failed = [o for o in outcomes if o.seconds is None]
+        if failed:
+            raise ReferenceError(f"reference {kernel}: {failed[0].label}: {failed[0].message}")
+        seconds[kernel] = [o.seconds for o in outcomes]
+    return Reference(seconds)
+
+
+def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, on_gpu: bool,
+                 reference: Reference | None) -> list[ItemResult]:
+    """The correctness and performance items of one kernel."""
+    cases = correctness_cases(on_gpu, kernel)
+    perf = perf_cases() if on_gpu else []
+    workdir = workroot / kernel
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    copy = copy_submission(submission, workdir / "submission")
+    run = run_worker(_job(copy, kernel, cases, perf, config), workdir, _limit(config, on_gpu),
+                     on_gpu)
+    stopped = run.stop_reason(_limit(config, on_gpu))
+    load_error = run.outdir / "load.err"
+    if load_error.exists():
+        stopped = "could not load the module: " + load_error.read_text()
+    outcomes = [check_case(c, run.outdir, n, stopped) for n, c in enumerate(cases)]
+    correct = all(o.passed for o in outcomes)
+    item_id = f"gemm.{kernel}.correctness"
+    failures = [o for o in outcomes if not o.passed]
+    if correct:
+        message = f"all {len(outcomes)} cases within the float32 error bound"
+    elif load_error.exists():
+        message = stopped
+    else:
+        first = failures[0]
+        message = (f"{len(failures)} of {len(outcomes)} cases fail; "
+                   f"first: {first.label}: {first.message}")
+    correctness = ItemResult(
+        item_id, config.title(item_id), config.points(item_id),
+        config.points(item_id) if correct else 0.0, PASS if correct else FAIL, message,
+        checks=[{"case": o.label, "passed": o.passed, "message": o.message,
+                 "worst_error_over_bound": o.worst_error_ratio} for o in outcomes],
+    )
+    return [correctness, _performance(kernel, correct, run, perf, config, reference)]
+
+
+def _performance(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
+                 reference: Reference | None) -> ItemResult:
+    item_id = f"gemm.{kernel}.performance"
+    title, max_points = config.title(item_id), config.points(item_id)
+    if reference is None:
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED,
+                          "not graded (no GPU): performance is graded on a GPU only")
+    if not correct:
+        return ItemResult(item_id, title, max_points, 0.0, FAIL,
+                          "not timed: the kernel must pass its correctness item first")
+    stopped = run.stop_reason(config.seconds_gpu)
+    outcomes = [check_perf(c, run.outdir, n, stopped) for n, c in enumerate(perf)]
+    broken = [o for o in outcomes if o.seconds is None]
+    if broken:
+        return ItemResult(item_id, title, max_points, 0.0, FAIL,
+                          f"{broken[0].label}: {broken[0].message}")
+    checks, ratios = [], []
+    for n, (case, outcome) in enumerate(zip(perf, outcomes, strict=True)):
+        t_sol, t_blas = reference.seconds[kernel][n], reference.seconds[CUBLAS][n]
+        ratios.append(outcome.seconds / t_sol)
+        checks.append({
+            "case": case.label(),
+            "seconds": outcome.seconds,
+            "gflops": gemm_gflops(case.M, case.N, case.K, outcome.seconds),
+            "solution_gflops": gemm_gflops(case.M, case.N, case.K, t_sol),
+            "cublas_gflops": gemm_gflops(case.M, case.N, case.K, t_blas),
+            "time_over_solution": outcome.seconds / t_sol,
+            "share_of_cublas": t_blas / outcome.seconds,
+        })
+    ratio = geometric_mean(ratios)
+    share = speed_share(ratio, config.full_at, config.zero_at)
+    status = PASS if share == 1.0 else (FAIL if share == 0.0 else PARTIAL)
+    message = (f"time / solution's time = {ratio:.2f} (geometric mean over "
+               f"{len(perf)} shapes): {share:.0%} of the points")
+    return ItemResult(item_id, title, max_points, round(share * max_points, 2), status, message,
+                      checks=checks, figures={"time_over_solution": ratio})

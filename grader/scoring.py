@@ -1,0 +1,71 @@
+"""Points: the config file, and the formula that turns a time ratio into a share of points."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_CONFIG = Path(__file__).with_name("config.toml")
+
+
+class ConfigError(ValueError):
+    """The grading config is missing a value or holds an impossible one."""
+
+
+@dataclass(frozen=True)
+class Config:
+    items: dict[str, dict]  # item id -> {"title", "points"}
+    full_at: float
+    zero_at: float
+    repeats: int
+    warmup: int
+    seconds_gpu: float
+    seconds_simulator: float
+
+    def points(self, item: str) -> float:
+        return float(self.items[item]["points"])
+
+    def title(self, item: str) -> str:
+        return str(self.items[item].get("title", item))
+
+
+def load_config(path: Path = DEFAULT_CONFIG) -> Config:
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+        perf, limits = raw["performance"], raw["limits"]
+        config = Config(
+            items=raw["items"],
+            full_at=float(perf["full_at"]),
+            zero_at=float(perf["zero_at"]),
+            repeats=int(perf["repeats"]),
+            warmup=int(perf["warmup"]),
+            seconds_gpu=float(limits["seconds_gpu"]),
+            seconds_simulator=float(limits["seconds_simulator"]),
+        )
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: {type(err).__name__}: {err}") from None
+    if not 0 < config.full_at < config.zero_at:
+        raise ConfigError(f"{path}: need 0 < full_at < zero_at")
+    if config.repeats < 1 or config.warmup < 0:
+        raise ConfigError(f"{path}: need repeats >= 1 and warmup >= 0")
+    for item, spec in config.items.items():
+        if not isinstance(spec, dict) or float(spec.get("points", -1)) < 0:
+            raise ConfigError(f"{path}: item {item} needs points >= 0")
+    return config
+
+
+def speed_share(ratio: float, full_at: float, zero_at: float) -> float:
+    """Share of the performance points for a time ratio T_submission / T_reference."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return 0.0
+    if ratio <= full_at:
+        return 1.0
+    if ratio >= zero_at:
+        return 0.0
+    return (1.0 / ratio - 1.0 / zero_at) / (1.0 / full_at - 1.0 / zero_at)
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -1,0 +1,165 @@
+"""Where kernels run: on a CUDA GPU, or in numba's CUDA simulator on the CPU.
+
+numba reads NUMBA_ENABLE_CUDASIM once, when numba.cuda is first imported, so the choice
+has to be made before that import. Every module that launches kernels therefore imports
+`cuda` from here (``from nnkit.backend import cuda``) instead of from numba directly.
+
+The choice follows NNKIT_DEVICE: ``auto`` (default) takes the GPU when the CUDA driver
+reports one and CuPy is installed, and the simulator otherwise; ``gpu`` insists on the GPU;
+``sim`` insists on the simulator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+ENV_CHOICE = "NNKIT_DEVICE"
+GPU = "gpu"
+SIMULATOR = "simulator"
+
+
+class BackendError(RuntimeError):
+    """The requested device cannot be used."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    mode: str  # GPU or SIMULATOR
+    detail: str  # the GPU's name, or why the simulator was chosen
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.mode == GPU
+
+    def describe(self) -> str:
+        if self.on_gpu:
+            return f"GPU ({self.detail})"
+        return f"CUDA simulator on the CPU ({self.detail})"
+
+
+def probe_gpu() -> tuple[bool, str]:
+    """Ask the CUDA driver for a device without importing numba or CuPy.
+
+    Returns (usable, GPU name or the reason it is not usable).
+    """
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False, "no CUDA driver on this machine"
+    if lib.cuInit(0) != 0:
+        return False, "the CUDA driver reports no usable GPU"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return False, "the CUDA driver reports no GPU"
+    device = ctypes.c_int(0)
+    name = ctypes.create_string_buffer(256)
+    lib.cuDeviceGet(ctypes.byref(device), 0)
+    lib.cuDeviceGetName(name, len(name), device)
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return False, "a GPU is present but CuPy is not installed (pip install -e '.[gpu]')"
+    return True, name.value.decode(errors="replace") or "CUDA GPU"
+
+
+_selected: Backend | None = None
+
+
+def _numba_cuda_mode() -> str | None:
+    """The mode numba.cuda was imported in, or None if it is not imported yet."""
+    if "numba.cuda" not in sys.modules:
+        return None
+    from numba import config
+
+    return SIMULATOR if config.ENABLE_CUDASIM else GPU
+
+
+def select() -> Backend:
+    """Decide the backend once per process and prepare numba for it."""
+    global _selected
+    if _selected is not None:
+        return _selected
+    choice = os.environ.get(ENV_CHOICE, "auto").strip().lower() or "auto"
+    if choice not in ("auto", "gpu", "sim"):
+        raise BackendError(f"{ENV_CHOICE}={choice!r}: expected auto, gpu or sim")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and choice == "auto":
+        choice = "sim"
+        reason = "NUMBA_ENABLE_CUDASIM=1 is set"
+    else:
+        reason = f"{ENV_CHOICE}=sim"
+    if choice == "sim":
+        backend = Backend(SIMULATOR, reason)
+    else:
+        usable, detail = probe_gpu()
+        if usable:
+            backend = Backend(GPU, detail)
+        elif choice == "gpu":
+            raise BackendError(f"{ENV_CHOICE}=gpu, but {detail}")
+        else:
+            backend = Backend(SIMULATOR, detail)
+    already = _numba_cuda_mode()
+    if already is not None and already != backend.mode:
+        raise BackendError(
+            f"numba.cuda was imported in {already} mode before nnkit chose {backend.mode}: "
+            "import kernels' `cuda` from nnkit.backend, not from numba"
+        )
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if backend.mode == SIMULATOR else "0"
+    _selected = backend
+    return backend
+
+
+def xp() -> Any:
+    """The array module that matches the backend: cupy on the GPU, numpy otherwise."""
+    if select().on_gpu:
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy
+
+
+def to_device(array: Any) -> Any:
+    """Copy a host array to where kernels read it: a CuPy array on the GPU, a simulated
+    device array in the simulator (which, unlike a NumPy array, can be sliced into strided
+    views and passed to kernels without a copy, as on a GPU)."""
+    if select().on_gpu:
+        import cupy
+
+        return cupy.asarray(array)
+    from numba import cuda
+
+    return cuda.to_device(array)
+
+
+def to_host(array: Any) -> Any:
+    """A NumPy copy of a device (or host) array."""
+    import numpy as np
+
+    if hasattr(array, "get"):  # CuPy
+        return array.get()
+    if hasattr(array, "copy_to_host"):  # numba device array, real or simulated
+        return array.copy_to_host()
+    return np.array(array, copy=True)
+
+
+def synchronize() -> None:
+    """Wait for all work queued on the device (a no-op in the simulator)."""
+    if select().on_gpu:
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
+def __getattr__(name: str) -> Any:
+    # `from nnkit.backend import cuda` selects the backend, then hands out numba.cuda.
+    if name == "cuda":
+        select()
+        from numba import cuda
+
+        return cuda
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,57 @@
+"""Finding and loading the modules of an implementation: solution/, starter/ or a folder.
+
+Modules are loaded from their file under a name private to this loader, so two
+implementations can be loaded side by side, and nothing else in the folder is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+KIT_ROOT = Path(__file__).resolve().parents[1]
+NAMED = {"solution": KIT_ROOT / "solution", "starter": KIT_ROOT / "starter"}
+
+
+class SubmissionError(RuntimeError):
+    """A module or function the kit expects is missing from an implementation."""
+
+
+def resolve(impl: str | Path) -> Path:
+    """'solution', 'starter', or the path of a folder holding the student modules."""
+    folder = NAMED.get(str(impl), Path(impl))
+    if not folder.is_dir():
+        raise SubmissionError(f"{impl}: not 'solution', 'starter' or an existing folder")
+    return folder.resolve()
+
+
+def load_module(folder: Path, module: str) -> ModuleType:
+    path = Path(folder) / f"{module}.py"
+    if not path.is_file():
+        raise SubmissionError(f"{path}: missing (expected module {module}.py)")
+    tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"_nnkit_impl_{tag}.{module}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return mod
+
+
+def load_function(folder: Path, module: str, function: str) -> Any:
+    mod = load_module(folder, module)
+    fn = getattr(mod, function, None)
+    if not callable(fn):
+        raise SubmissionError(f"{module}.py defines no function {function}()")
+    return fn
