@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from grader import examples, part1, report
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="points and limits")
     parser.add_argument("--kernels", default=",".join(KERNELS),
                         help="comma-separated subset of " + ", ".join(KERNELS))
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="workers at a time in simulator mode (on a GPU, one at a time "
+                             "so that timings do not disturb each other)")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
     args = parser.parse_args(argv)
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in kernels if k not in KERNELS]
     if unknown or not kernels:
         parser.error(f"--kernels: unknown {unknown}; choose from {', '.join(KERNELS)}")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     try:
         config = load_config(args.config)
         backend = select()
@@ -75,17 +81,25 @@ def main(argv: list[str] | None = None) -> int:
             except part1.ReferenceError as err:
                 print(f"grader: {err}", file=sys.stderr)
                 return 1
-        steps = len(submissions) * len(kernels)
-        with Progress(steps, "grading") as bar:
-            for name, folder in submissions:
-                result = SubmissionResult(name, str(folder), backend.describe())
-                for kernel in kernels:
-                    bar.show(f"{name}: {kernel}")
-                    result.items += part1.grade_kernel(kernel, folder, workroot / name, config,
-                                                       backend.on_gpu, reference)
-                    bar.update(f"{name}: {kernel}")
-                report.write_json(result, args.out / f"{name}.json")
-                results.append(result)
+        jobs = 1 if backend.on_gpu else args.jobs
+        tasks = [(name, folder, kernel) for name, folder in submissions for kernel in kernels]
+        items: dict[tuple[str, str], list] = {}
+        with Progress(len(tasks), "grading") as bar, ThreadPoolExecutor(jobs) as pool:
+            futures = {
+                pool.submit(part1.grade_kernel_safely, kernel, folder, workroot / name, config,
+                            backend.on_gpu, reference): (name, kernel)
+                for name, folder, kernel in tasks
+            }
+            for future in as_completed(futures):
+                name, kernel = futures[future]
+                items[name, kernel] = future.result()
+                bar.update(f"{name}: {kernel}")
+    for name, folder in submissions:
+        result = SubmissionResult(name, str(folder), backend.describe())
+        for kernel in kernels:
+            result.items += items[name, kernel]
+        report.write_json(result, args.out / f"{name}.json")
+        results.append(result)
     report.write_csv(results, args.out / "grades.csv")
     print(report.table(results, backend.describe()))
     lost = report.details(results) if args.details else report.failures(results)

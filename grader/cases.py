@@ -67,11 +67,17 @@ SIMULATOR_SHAPES = [
     (33, 40, 37, 2.0, 5.0, 0, 0, 1),
     (17, 65, 36, 0.5, -2.0, 1, 1, 0),
 ]
-# Long sums are cheap with few threads: kept off the 1024-thread shared-memory kernel.
-SIMULATOR_LONG_K = [(2, 3, 1013, 2.0, 5.0, 0, 0, 1), (1, 67, 67, 2.0, 0.0, 0, 1, 0)]
+# Long sums per kernel, as long as the simulator affords: each step along K costs the
+# naive kernel nothing extra, the register kernel two barriers of 64 Python threads, and
+# the shared kernel (1024 threads a block) far more.
+SIMULATOR_LONG_K = {
+    "naive": [(2, 3, 1013, 2.0, 5.0, 0, 0, 1), (1, 67, 67, 2.0, 0.0, 0, 1, 0)],
+    "shared": [],
+    "register": [(2, 3, 259, 2.0, 5.0, 0, 0, 1), (1, 67, 67, 2.0, 0.0, 0, 1, 0)],
+}
 
 # On the GPU: the above, the CME 213 grading sizes, backprop's transposed forms, odd sizes.
-GPU_SHAPES = SIMULATOR_SHAPES + SIMULATOR_LONG_K + [
+GPU_SHAPES = SIMULATOR_SHAPES + SIMULATOR_LONG_K["naive"] + [
     (800, 1000, 784, 2.0, 5.0, 0, 0, 0),
     (800, 10, 1000, 2.0, 5.0, 0, 0, 1),
     (1013, 67, 1013, 2.0, 0.0, 1, 0, 1),
@@ -90,8 +96,7 @@ PERF_SHAPES = [(800, 1000, 784), (800, 10, 1000), (2048, 2048, 2048)]
 def correctness_cases(on_gpu: bool, kernel: str) -> list[GemmCase]:
     if on_gpu:
         return _cases(GPU_SHAPES, seed0=100)
-    shapes = SIMULATOR_SHAPES + ([] if kernel == "shared" else SIMULATOR_LONG_K)
-    return _cases(shapes, seed0=100)
+    return _cases(SIMULATOR_SHAPES + SIMULATOR_LONG_K[kernel], seed0=100)
 
 
 def perf_cases() -> list[GemmCase]:

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ class WorkerRun:
     timed_out: bool
     output_tail: str
     backend: str | None
+    seconds: float  # wall-clock time of the worker
 
     def stop_reason(self, limit: float) -> str:
         """Why results may be missing, in words for the feedback."""
@@ -73,6 +75,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool) -> Worker
         start_new_session=True,
     )
     timed_out = False
+    start = time.perf_counter()
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -80,6 +83,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool) -> Worker
         _kill_group(proc.pid)
         output, _ = proc.communicate()
     _kill_group(proc.pid)  # anything the submission left running in the background
+    seconds = time.perf_counter() - start
     backend = None
     status = outdir / "worker.json"
     if status.exists():
@@ -88,7 +92,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool) -> Worker
         except (ValueError, AttributeError):
             backend = None
     text = output.decode(errors="replace")
-    return WorkerRun(outdir, proc.returncode, timed_out, text[-OUTPUT_TAIL:], backend)
+    return WorkerRun(outdir, proc.returncode, timed_out, text[-OUTPUT_TAIL:], backend, seconds)
 
 
 def _kill_group(pgid: int) -> None:

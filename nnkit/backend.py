@@ -147,6 +147,14 @@ def to_host(array: Any) -> Any:
     return np.array(array, copy=True)
 
 
+def copy_into(dst: Any, src: Any) -> None:
+    """Overwrite device array dst with the contents of device array src (same shape)."""
+    if hasattr(dst, "copy_to_device"):  # numba device array, real or simulated
+        dst.copy_to_device(src)
+    else:
+        dst[...] = src
+
+
 def synchronize() -> None:
     """Wait for all work queued on the device (a no-op in the simulator)."""
     if select().on_gpu:

@@ -1,0 +1,153 @@
+"""The grader end to end on the bundled submissions, and on submissions that misbehave."""
+
+import csv
+import json
+import textwrap
+
+import pytest
+
+from grader.examples import all_specs
+from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config, speed_share
+from tests.conftest import run_kit
+
+CORRECTNESS = ["gemm.naive.correctness", "gemm.shared.correctness", "gemm.register.correctness"]
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    """One grading run over the default set: solution, starter and the example bugs."""
+    out = tmp_path_factory.mktemp("grades")
+    result = run_kit("grader", "--out", str(out), "--jobs", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    return out, result.stdout, reports
+
+
+def _points(report, item_id):
+    return next(i for i in report["items"] if i["id"] == item_id)["points"]
+
+
+def test_solution_gets_every_correctness_point(bundled):
+    _, _, reports = bundled
+    for item in CORRECTNESS:
+        item_result = next(i for i in reports["solution"]["items"] if i["id"] == item)
+        assert item_result["points"] == item_result["max_points"] > 0, item_result["message"]
+
+
+def test_starter_gets_zero_without_crashing(bundled):
+    _, _, reports = bundled
+    for item in CORRECTNESS:
+        assert _points(reports["starter"], item) == 0
+        message = next(i for i in reports["starter"]["items"] if i["id"] == item)["message"]
+        assert "NotImplementedError" in message
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+def test_each_bug_loses_exactly_its_items(bundled, spec):
+    _, _, reports = bundled
+    report = reports[spec.name]
+    lost = {i["id"] for i in report["items"]
+            if i["points"] is not None and i["points"] < i["max_points"]}
+    graded = {i["id"] for i in report["items"] if i["points"] is not None}
+    assert lost == set(spec.loses) & graded
+    assert lost, "a bug that loses nothing tests nothing"
+
+
+def test_reports_table_and_csv(bundled):
+    out, stdout, reports = bundled
+    assert "CUDA simulator" in stdout or "GPU (" in stdout
+    rows = list(csv.DictReader(open(out / "grades.csv")))
+    assert {r["submission"] for r in rows} == set(reports)
+    solution = next(r for r in rows if r["submission"] == "solution")
+    assert float(solution["total"]) == float(solution["max_total"]) > 0
+    for name in reports:
+        assert name in stdout
+
+
+def test_performance_is_not_graded_without_a_gpu(bundled):
+    _, stdout, reports = bundled
+    if "GPU (" in stdout:
+        pytest.skip("a GPU is present")
+    perf = [i for i in reports["solution"]["items"] if i["id"].endswith(".performance")]
+    assert perf and all(i["points"] is None and i["status"] == "not graded" for i in perf)
+    assert "n/g" in stdout
+
+
+def _grade_one(tmp_path, source, limit=60):
+    """Grade a submission holding only gemm_1_naive.py with `source` as its launcher body."""
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "gemm_1_naive.py").write_text(textwrap.dedent(source))
+    config = tmp_path / "config.toml"
+    text = DEFAULT_CONFIG.read_text()
+    text = text.replace("seconds_simulator = 600", f"seconds_simulator = {limit}")
+    config.write_text(text.replace("seconds_gpu = 180", f"seconds_gpu = {limit}"))
+    out = tmp_path / "out"
+    result = run_kit("grader", str(sub), "--kernels", "naive", "--config", str(config),
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "submission.json").read_text())
+    return next(i for i in report["items"] if i["id"] == "gemm.naive.correctness")
+
+
+def test_infinite_loop_is_stopped(tmp_path):
+    item = _grade_one(tmp_path, """
+        def gemm_naive(A, B, C, alpha, beta):
+            while True:
+                pass
+    """, limit=8)
+    assert item["points"] == 0 and "time limit" in item["message"]
+
+
+def test_exit_with_status_zero_earns_nothing(tmp_path):
+    item = _grade_one(tmp_path, """
+        import os
+        def gemm_naive(A, B, C, alpha, beta):
+            os._exit(0)
+    """)
+    assert item["points"] == 0 and "stopped early" in item["message"]
+
+
+def test_syntax_error_is_reported(tmp_path):
+    item = _grade_one(tmp_path, "def gemm_naive(A, B, C, alpha, beta)\n    pass\n")
+    assert item["points"] == 0 and "SyntaxError" in item["message"]
+
+
+def test_missing_function_is_reported(tmp_path):
+    item = _grade_one(tmp_path, "def something_else():\n    pass\n")
+    assert item["points"] == 0 and "no function gemm_naive" in item["message"]
+
+
+def test_sys_exit_at_import_is_contained(tmp_path):
+    item = _grade_one(tmp_path, "import sys\nsys.exit(0)\n")
+    assert item["points"] == 0 and "SystemExit" in item["message"]
+
+
+def test_writing_nothing_is_caught(tmp_path):
+    item = _grade_one(tmp_path, """
+        def gemm_naive(A, B, C, alpha, beta):
+            pass
+    """)
+    assert item["points"] == 0 and "NaN" in item["message"]
+
+
+def test_speed_share_formula():
+    assert speed_share(1.0, 1.2, 10.0) == 1.0
+    assert speed_share(1.2, 1.2, 10.0) == 1.0
+    assert speed_share(10.0, 1.2, 10.0) == 0.0
+    assert speed_share(float("nan"), 1.2, 10.0) == 0.0
+    mid = speed_share(2.4, 1.2, 10.0)
+    assert 0.0 < mid < 1.0
+    assert speed_share(1.2000001, 1.2, 10.0) == pytest.approx(1.0, abs=1e-6)
+    assert speed_share(9.99999, 1.2, 10.0) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_bad_config_is_rejected(tmp_path):
+    bad = tmp_path / "config.toml"
+    bad.write_text(DEFAULT_CONFIG.read_text().replace("full_at = 1.2", "full_at = 20"))
+    with pytest.raises(ConfigError, match="full_at"):
+        load_config(bad)
+    bad.write_text("not toml [")
+    with pytest.raises(ConfigError):
+        load_config(bad)
+    assert load_config().points("gemm.naive.correctness") > 0
