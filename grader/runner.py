@@ -50,7 +50,9 @@ def copy_submission(src: Path, dest: Path) -> Path:
 
 def worker_env(on_gpu: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "NUMBA_"))}
-    env["PYTHONPATH"] = str(KIT_ROOT)
+    # The kit first; then whatever the grading machine itself needs on the path.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env["NNKIT_DEVICE"] = "gpu" if on_gpu else "sim"  # the worker runs where the grader decided
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
