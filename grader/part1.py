@@ -23,7 +23,7 @@ class ReferenceError(RuntimeError):
 
 @dataclass
 class Reference:
-    """Median seconds per benchmark shape of each solution kernel and of cuBLAS, this run."""
+    """Best seconds per benchmark shape of each solution kernel and of cuBLAS, this run."""
 
     seconds: dict[str, list[float]]
 

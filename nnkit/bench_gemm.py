@@ -3,7 +3,7 @@
     python -m nnkit bench-gemm [--impl solution|starter|FOLDER] [--shapes 4096x4096x4096,...]
 
 For each shape, each kernel is first checked against a float64 reference with the float32
-error bound of nnkit.gemm_reference, and only then timed (median of --repeats calls, each
+error bound of nnkit.gemm_reference, and only then timed (fastest of --repeats calls, each
 ending with a device synchronisation). Figures: GFLOP/s and the share of cuBLAS's GFLOP/s
 measured on the same operands in the same run. Results also go to --json if given.
 """
@@ -21,7 +21,7 @@ from nnkit.backend import copy_into, select, to_device, to_host
 from nnkit.gemm import KERNELS, cublas_gemm, gemm
 from nnkit.gemm_reference import error_bound, random_operands, reference
 from nnkit.submission import load_function, resolve
-from nnkit.timing import gemm_gflops, median, time_calls
+from nnkit.timing import best, gemm_gflops, spin_up, time_calls
 
 GPU_SHAPES = "4096x4096x4096,800x1000x784,800x10x1000,1024x3200x784,10x3200x1024"
 SIMULATOR_SHAPES = "64x64x64"
@@ -42,7 +42,7 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 
 
 def check_and_time(launch, A, B, C0, expected, bound, repeats: int) -> tuple[str, float | None]:
-    """('ok', median seconds), or (what went wrong, None). C0 is never modified."""
+    """('ok', best seconds), or (what went wrong, None). C0 is never modified."""
     C = to_device(to_host(C0))
     try:
         gemm(launch, A, B, C, ALPHA, BETA)
@@ -54,7 +54,7 @@ def check_and_time(launch, A, B, C0, expected, bound, repeats: int) -> tuple[str
         return f"WRONG: {bad} elements outside the float32 bound", None
     seconds = time_calls(lambda: gemm(launch, A, B, C, ALPHA, BETA), repeats=repeats,
                          before_each=lambda: copy_into(C, C0))
-    return "ok", median(seconds)
+    return "ok", best(seconds)
 
 
 def run(impl: str, shapes: list[tuple[int, int, int]], kernels: list[str],
@@ -65,6 +65,7 @@ def run(impl: str, shapes: list[tuple[int, int, int]], kernels: list[str],
     if backend.on_gpu:
         launchers = {"cublas": cublas_gemm, **launchers}
     rows = []
+    spin_up()
     for M, N, K in shapes:
         A_h, B_h, C_h = random_operands(M, N, K, seed=M * 7 + N * 3 + K)
         expected = reference(A_h, B_h, C_h, ALPHA, BETA)
