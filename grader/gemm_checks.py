@@ -14,7 +14,7 @@ import numpy as np
 
 from grader.cases import GemmCase, Operands, build_operands
 from nnkit.gemm_reference import error_bound, reference
-from nnkit.timing import best
+from nnkit.timing import Timings, best
 
 
 @dataclass
@@ -108,16 +108,29 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str) -> PerfOutcom
     if err_file.exists():
         return PerfOutcome(label, None, "raised " + err_file.read_text())
     try:
-        seconds = json.loads((outdir / f"perf-{n}.json").read_text())["seconds"]
+        raw = json.loads((outdir / f"perf-{n}.json").read_text())
+        timings = Timings(_positive_floats(raw["host"]), _positive_floats(raw["device"]))
         with np.load(outdir / f"perf-{n}.npz", allow_pickle=False) as data:
             C_after = data["C"]
     except FileNotFoundError:
         return PerfOutcome(label, None, f"no timing ({stopped})")
     except (OSError, ValueError, KeyError, TypeError) as err:
         return PerfOutcome(label, None, f"unreadable timing ({err})")
-    if not seconds or not all(isinstance(s, float) and s > 0 for s in seconds):
-        return PerfOutcome(label, None, "invalid timings")
+    if timings.device is None:
+        return PerfOutcome(label, None, "no GPU timings")
+    if timings.escaped_events():
+        return PerfOutcome(label, None, "work ran outside the timed stream (host time "
+                           f"{min(timings.host):.2e} s, GPU time {min(timings.device):.2e} s)")
     passed, message, _ = compare_result(case, build_operands(case), C_after)
     if not passed:
         return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
-    return PerfOutcome(label, best(seconds), "ok")
+    return PerfOutcome(label, best(timings.counted), "ok")
+
+
+def _positive_floats(values: object) -> list[float] | None:
+    if values is None:
+        return None
+    if not isinstance(values, list) or not values or not all(
+            isinstance(v, float) and v > 0 for v in values):
+        raise ValueError("timings must be a non-empty list of positive numbers")
+    return values

@@ -1,15 +1,40 @@
-"""Timing device work from the host: every sample ends with a full device synchronisation.
+"""Timing device work: CUDA events for the GPU's time, the host clock as a cross-check.
 
-Synchronising the whole device (not one stream or one event) means work queued on any
-stream is inside the measured interval, however the timed code launches it.
+Each call is bracketed by events on the legacy default stream, which waits for all
+earlier work of the ordinary streams and holds back later work until it is done: the
+interval is the GPU's own time for the call, free of the host's launch overhead, whose
+jitter would otherwise swamp short kernels. Each sample also ends with a whole-device
+synchronisation timed on the host clock; work that ran outside the events (on a stream
+that does not synchronise with the default one) shows up as host time far above the
+event time, and `escaped_events` says so. In the simulator only the host clock exists.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from nnkit.backend import synchronize
+from nnkit.backend import select, synchronize
+
+
+@dataclass
+class Timings:
+    host: list[float]  # seconds per call, host clock, ending with a device synchronisation
+    device: list[float] | None  # seconds per call between CUDA events; None in the simulator
+
+    @property
+    def counted(self) -> list[float]:
+        """The samples that count: the GPU's time where there is a GPU."""
+        return self.device if self.device is not None else self.host
+
+    def escaped_events(self) -> bool:
+        """True when the host saw much more time than the events did: work was launched
+        where the events could not see it. The allowance covers launch overhead."""
+        if self.device is None:
+            return False
+        host, device = min(self.host), min(self.device)
+        return host > 4.0 * device + 2e-3
 
 
 def time_calls(
@@ -18,26 +43,38 @@ def time_calls(
     repeats: int = 10,
     warmup: int = 2,
     before_each: Callable[[], None] | None = None,
-) -> list[float]:
-    """Seconds taken by each of `repeats` calls of run(), after `warmup` untimed calls.
+) -> Timings:
+    """Time `repeats` calls of run(), after `warmup` untimed calls.
 
     before_each (for example restoring an operand) runs outside the timed interval.
     """
+    events = None
+    if select().on_gpu:
+        import cupy
+
+        null = cupy.cuda.Stream.null
+        events = (cupy.cuda.Event(), cupy.cuda.Event())
     for _ in range(warmup):
         if before_each:
             before_each()
         run()
     synchronize()
-    samples = []
+    host, device = [], []
     for _ in range(repeats):
         if before_each:
             before_each()
         synchronize()
         start = time.perf_counter()
+        if events:
+            events[0].record(null)
         run()
+        if events:
+            events[1].record(null)
         synchronize()
-        samples.append(time.perf_counter() - start)
-    return samples
+        host.append(time.perf_counter() - start)
+        if events:
+            device.append(cupy.cuda.get_elapsed_time(*events) / 1e3)
+    return Timings(host, device if events else None)
 
 
 def best(samples: list[float]) -> float:
@@ -52,8 +89,6 @@ def best(samples: list[float]) -> float:
 def spin_up(seconds: float = 0.3) -> None:
     """Keep the GPU busy for a moment so that it reaches its working clock before timing:
     an idle GPU starts slow, and whoever is timed first would pay for it."""
-    from nnkit.backend import select
-
     if not select().on_gpu:
         return
     import cupy

@@ -1,0 +1,86 @@
+"""The parent's verdicts on raw worker output, fed with hand-made result files."""
+
+import json
+
+import numpy as np
+
+from grader.cases import GemmCase, build_operands
+from grader.gemm_checks import check_case, check_perf
+from nnkit.gemm_reference import reference
+
+CASE = GemmCase(5, 7, 9, 2.0, 5.0, guard=True, seed=3)
+
+
+def _correct_c(case):
+    ops = build_operands(case)
+    A, B, C = ops.views()
+    C_buf = ops.C_buf.copy()
+    C_buf[ops.interior] = reference(A, B, C, case.alpha, case.beta).astype(np.float32)
+    return ops, C_buf
+
+
+def _write_case(tmp_path, ops, C_buf, A=None):
+    np.savez(tmp_path / "case-0.npz", A=ops.A_buf if A is None else A, B=ops.B_buf, C=C_buf)
+
+
+def test_correct_result_passes(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    _write_case(tmp_path, ops, C_buf)
+    assert check_case(CASE, tmp_path, 0, "").passed
+
+
+def test_write_past_the_edge_is_caught(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    C_buf[0, 0] = 1.0  # in the guard border
+    _write_case(tmp_path, ops, C_buf)
+    outcome = check_case(CASE, tmp_path, 0, "")
+    assert not outcome.passed and "outside C" in outcome.message
+
+
+def test_modified_input_is_caught(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    A = ops.A_buf.copy()
+    A[3, 3] += 1
+    _write_case(tmp_path, ops, C_buf, A=A)
+    outcome = check_case(CASE, tmp_path, 0, "")
+    assert not outcome.passed and "modified its input A" in outcome.message
+
+
+def test_one_wrong_element_is_located(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    C_buf[ops.interior][4, 6] += 1e-3
+    _write_case(tmp_path, ops, C_buf)
+    outcome = check_case(CASE, tmp_path, 0, "")
+    assert not outcome.passed
+    assert "1 of 35 elements wrong, in rows 4 and columns 6" in outcome.message
+
+
+def test_missing_result_says_why(tmp_path):
+    outcome = check_case(CASE, tmp_path, 0, "stopped after the 5 s time limit")
+    assert not outcome.passed and "time limit" in outcome.message
+
+
+def _write_perf(tmp_path, C_buf, host, device):
+    np.savez(tmp_path / "perf-0.npz", C=C_buf)
+    (tmp_path / "perf-0.json").write_text(json.dumps({"host": host, "device": device}))
+
+
+def test_perf_counts_the_gpu_time(tmp_path):
+    _, C_buf = _correct_c(CASE)
+    _write_perf(tmp_path, C_buf, [3e-4, 2e-4], [1e-4, 2e-4])
+    assert check_perf(CASE, tmp_path, 0, "").seconds == 1e-4
+
+
+def test_perf_rejects_work_outside_the_events(tmp_path):
+    _, C_buf = _correct_c(CASE)
+    _write_perf(tmp_path, C_buf, [0.05, 0.05], [1e-5, 1e-5])
+    outcome = check_perf(CASE, tmp_path, 0, "")
+    assert outcome.seconds is None and "outside the timed stream" in outcome.message
+
+
+def test_perf_rejects_wrong_results_and_bad_numbers(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    _write_perf(tmp_path, ops.C_buf, [1e-4], [1e-4])  # C never computed
+    assert "wrong C" in check_perf(CASE, tmp_path, 0, "").message
+    _write_perf(tmp_path, C_buf, [1e-4], [-1.0])
+    assert "unreadable timing" in check_perf(CASE, tmp_path, 0, "").message
