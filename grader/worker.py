@@ -1,9 +1,10 @@
 """The process that runs submitted code: `python -m grader.worker JOB.json`.
 
-It runs the submission's launcher on every case of the job and writes raw results only
-(the buffers after the call, the seconds each timed call took, error texts) into the job's
-folder, one file per case as soon as the case ends, so that whatever finished before a crash
-or a timeout is kept. It computes no verdict and no score: the parent does, from these files.
+It runs the submission's code on every case of the job (GEMM launchers, the network's
+functions, training runs) and writes raw results only (arrays after the call, the seconds
+each timed call took, error texts) into the job's folder, one file per case as soon as the
+case ends, so that whatever finished before a crash or a timeout is kept. It computes no
+verdict and no score: the parent does, from these files.
 """
 
 from __future__ import annotations
@@ -34,15 +35,29 @@ def _save_error(path: Path, err: BaseException, submission: Path | None) -> None
 
 
 def run_job(job: dict) -> None:
-    from nnkit.backend import copy_into, select, synchronize, to_device, to_host
+    from nnkit.backend import select
 
     out = Path(job["outdir"])
     backend = select()
     submission = Path(job["submission"]).resolve() if job.get("submission") else None
     status = {"backend": backend.describe(), "on_gpu": backend.on_gpu}
     (out / "worker.json").write_text(json.dumps(status))
+    kind = job.get("kind", "gemm")
+    if kind == "gemm":
+        run_gemm(job, out, submission)
+    elif kind in ("net_units", "net_train"):
+        from grader import worker_net
 
+        run = worker_net.run_units if kind == "net_units" else worker_net.run_training
+        run(job, out, submission, _save_error)
+    else:
+        raise ValueError(f"unknown job kind {kind!r}")
+
+
+def run_gemm(job: dict, out: Path, submission: Path | None) -> None:
+    """Correctness cases (`case-N`) then timed cases (`perf-N`) of one GEMM launcher."""
     from grader.cases import GemmCase, build_operands
+    from nnkit.backend import copy_into, synchronize, to_device, to_host
     from nnkit.gemm import cublas_gemm, gemm
     from nnkit.submission import load_function
     from nnkit.timing import spin_up, time_calls

@@ -3,6 +3,7 @@
     info        which device kernels would run on, and the package versions
     data        fetch MNIST into ./data/mnist (or $NNKIT_DATA), checksums verified
     bench-gemm  GEMM kernels against cuBLAS: a table of GFLOP/s
+    train       train the network on MNIST (reference, solution, starter or a folder)
 """
 
 from __future__ import annotations
@@ -57,7 +58,14 @@ def cmd_bench_gemm(argv: list[str]) -> int:
     return main(argv)
 
 
-COMMANDS = {"info": cmd_info, "data": cmd_data, "bench-gemm": cmd_bench_gemm}
+def cmd_train(argv: list[str]) -> int:
+    from nnkit.train_cli import main
+
+    return main(argv)
+
+
+COMMANDS = {"info": cmd_info, "data": cmd_data, "bench-gemm": cmd_bench_gemm,
+            "train": cmd_train}
 
 
 def main(argv: list[str] | None = None) -> int:

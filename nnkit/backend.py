@@ -147,6 +147,30 @@ def to_host(array: Any) -> Any:
     return np.array(array, copy=True)
 
 
+def empty(shape: tuple[int, ...] | int, dtype: Any = "float32") -> Any:
+    """An uninitialised device array (CuPy on the GPU, simulated device memory otherwise)."""
+    if select().on_gpu:
+        import cupy
+
+        return cupy.empty(shape, dtype=dtype)
+    from numba import cuda
+
+    return cuda.device_array(shape, dtype=dtype)
+
+
+def zeros(shape: tuple[int, ...] | int, dtype: Any = "float32") -> Any:
+    import numpy as np
+
+    return to_device(np.zeros(shape, dtype=dtype))
+
+
+def copy(array: Any) -> Any:
+    """A new device array holding the same values."""
+    if hasattr(array, "copy_to_host"):  # numba device array, real or simulated
+        return to_device(array.copy_to_host())
+    return array.copy()
+
+
 def copy_into(dst: Any, src: Any) -> None:
     """Overwrite device array dst with the contents of device array src (same shape)."""
     if hasattr(dst, "copy_to_device"):  # numba device array, real or simulated

@@ -10,7 +10,8 @@ from typing import TextIO
 class Progress:
     """`with Progress(total, "grading") as bar: ... bar.update(label)` after each step.
 
-    On a terminal the bar redraws in place; in a log file it prints a line per step.
+    On a terminal the bar redraws in place; in a log file it prints a line at every tenth
+    of the way (and for every step when there are few), so logs stay short.
     """
 
     def __init__(self, total: int, title: str, stream: TextIO | None = None, width: int = 28):
@@ -21,6 +22,7 @@ class Progress:
         self.done = 0
         self.start = time.perf_counter()
         self.tty = self.stream.isatty()
+        self._logged_tenths = -1
 
     def _draw(self, label: str) -> None:
         filled = int(self.width * self.done / self.total)
@@ -40,12 +42,18 @@ class Progress:
 
     def update(self, label: str = "") -> None:
         self.done += 1
-        self._draw(label)
+        tenths = 10 * self.done // self.total
+        if self.tty or self.total <= 20 or tenths > self._logged_tenths:
+            self._logged_tenths = tenths
+            self._draw(label)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
 
     def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.close()

@@ -1,7 +1,8 @@
 """Finding and loading the modules of an implementation: solution/, starter/ or a folder.
 
-Modules are loaded from their file under a name private to this loader, so two
-implementations can be loaded side by side, and nothing else in the folder is imported.
+Modules are loaded from their file as members of a package private to the folder, so two
+implementations can be loaded side by side, modules of one folder can import one another
+relatively, and nothing is imported from the folder that the kit did not ask for.
 """
 
 from __future__ import annotations
@@ -29,12 +30,24 @@ def resolve(impl: str | Path) -> Path:
     return folder.resolve()
 
 
+def _package_for(folder: Path) -> str:
+    """A private package whose path is the folder, so that the folder's modules can import
+    one another with relative imports (`from .net_1_kernels import ...`)."""
+    folder = Path(folder).resolve()
+    name = "_nnkit_impl_" + hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        package = ModuleType(name)
+        package.__path__ = [str(folder)]  # type: ignore[attr-defined]
+        package.__package__ = name
+        sys.modules[name] = package
+    return name
+
+
 def load_module(folder: Path, module: str) -> ModuleType:
     path = Path(folder) / f"{module}.py"
     if not path.is_file():
         raise SubmissionError(f"{path}: missing (expected module {module}.py)")
-    tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    name = f"_nnkit_impl_{tag}.{module}"
+    name = f"{_package_for(folder)}.{module}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
