@@ -1,0 +1,388 @@
+"""Race and memory-error detector for kernels running in numba's CUDA simulator.
+
+A shared-memory kernel that misses a syncthreads() often still computes the right result in
+the simulator, whose threads take turns on one interpreter lock, so a check of results
+alone lets it pass. While `instrument()` is active, every array access of the simulated
+threads is watched and these are reported:
+
+- races on shared memory. Per block and per element, the detector keeps the last thread
+  that wrote it and the threads that read it, with the block's barrier epoch (how many
+  syncthreads the block has passed). Reading an element another thread wrote in the
+  current epoch (read-after-write), writing one another thread read (write-after-read)
+  or wrote (write-after-write) in the current epoch is a race;
+- reads of shared elements that no thread of the block has written: the simulator's
+  shared arrays then hold whatever the previous block left;
+- negative integer indices on kernel arguments and on shared and local arrays. NumPy,
+  and numba's compiled code too, wrap them around to the far end of the dimension, so a
+  kernel that computes one (``x[i - 1]`` at ``i == 0``) silently reads the wrong element.
+  Indices past the end already raise IndexError in the simulator and are left to it.
+
+    with simcheck.instrument() as findings:
+        launch(A, B, C, 1.0, 0.0)
+    for finding in findings:
+        print(finding.describe())
+
+Findings are deduplicated, one per (kind, source line) with a count, and capped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from types import FrameType
+from typing import Any
+
+import numpy as np
+
+from nnkit import backend
+
+RAW = "read-after-write"
+WAR = "write-after-read"
+WAW = "write-after-write"
+UNINITIALIZED = "uninitialized-read"
+NEGATIVE_INDEX = "negative-index"
+RACES = (RAW, WAR, WAW)
+MAX_FINDINGS = 50
+
+_WHAT = {
+    RAW: "reads an element that thread {other} wrote since the block's last syncthreads",
+    WAR: "writes an element that thread {other} read since the block's last syncthreads",
+    WAW: "writes an element that thread {other} also wrote since the block's last syncthreads",
+    UNINITIALIZED: "reads an element that no thread of its block has written",
+    NEGATIVE_INDEX: "uses a negative index (it wraps around to the end of the dimension)",
+}
+
+Dim = tuple[int, int, int]
+
+
+class SimcheckError(RuntimeError):
+    """instrument() cannot be used here: not in the simulator, or already active."""
+
+
+@dataclass
+class Finding:
+    kind: str  # RAW, WAR, WAW, UNINITIALIZED or NEGATIVE_INDEX
+    array: str  # "shared float32[16, 16] A_tile", "argument float32[32, 32] A", "local ..."
+    index: tuple[int | str, ...]  # the element (races), or the index as written
+    thread: Dim  # threadIdx of the thread that made the access
+    block: Dim  # its blockIdx
+    other_thread: Dim | None  # the thread it races with (same block)
+    file: str  # where in the kernel the access happened
+    line: int
+    count: int = 1  # accesses of this kind at this line (the first is described)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        what = _WHAT[self.kind].format(other=self.other_thread)
+        times = f" ({self.count} times)" if self.count > 1 else ""
+        index = ", ".join(map(str, self.index))
+        return (f"{os.path.basename(self.file)}:{self.line}: {self.kind} on {self.array} "
+                f"[{index}]: thread {self.thread} of block {self.block} {what}{times}")
+
+
+class Findings(list[Finding]):
+    """The findings of one instrument() block, in order of first occurrence."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.dropped = 0  # accesses left out because `limit` findings were already kept
+        self._by_site: dict[tuple[str, str, int], Finding] = {}
+        self._lock = threading.Lock()
+
+
+# Set while instrument() is active; the hooks below read them.
+_findings: Findings | None = None
+_BlockThread: type = type(None)  # the simulator's thread class, once instrument() ran
+_SIM_DIR = ""  # the simulator's source folder: frames there are not the kernel's
+_ATOMIC_FILE = ""  # kernelapi.py, where the simulated atomics index arrays
+_alloc_lock = threading.Lock()
+_getitem = np.ndarray.__getitem__
+_setitem = np.ndarray.__setitem__
+_INTS = (int, np.integer)
+
+
+def _has_negative(idx: Any) -> bool:
+    # Integer indices only: a negative slice bound (x[:-1]) is a deliberate Python idiom.
+    if type(idx) is not tuple:
+        return isinstance(idx, _INTS) and idx < 0
+    for i in idx:
+        if isinstance(i, _INTS) and i < 0:
+            return True
+    return False
+
+
+def _as_index(idx: Any) -> tuple[int | str, ...]:
+    return tuple(int(i) if isinstance(i, _INTS) else repr(i)
+                 for i in (idx if type(idx) is tuple else (idx,)))
+
+
+def _kernel_frame() -> FrameType:
+    """The frame of the kernel code that made the access being checked: the first one
+    outside this module and the simulator (an atomic indexes arrays there)."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (frame.f_code.co_filename == __file__
+                                        or frame.f_code.co_filename.startswith(_SIM_DIR)):
+        frame = frame.f_back
+    return frame
+
+
+def _label(memory: str, array: Any, obj: Any, frame: FrameType) -> str:
+    """'shared float32[16, 16] A_tile': the kind of memory, the array, and the kernel's
+    name for it where one of the kernel's variables holds it."""
+    dims = ", ".join(map(str, array.shape))
+    name = next((n for n, v in frame.f_locals.items() if v is obj), None)
+    return f"{memory} {array.dtype}[{dims}]" + (f" {name}" if name else "")
+
+
+def _report(kind: str, thread: Any, other: int | None,
+            details: Callable[[FrameType], tuple[str, tuple[int | str, ...]]]) -> None:
+    """Count a finding at the kernel's source line; `details` (array label, index) is
+    only worked out for the first one there."""
+    findings = _findings
+    if findings is None:
+        return
+    frame = _kernel_frame()
+    site = (kind, frame.f_code.co_filename, frame.f_lineno)
+    with findings._lock:
+        found = findings._by_site.get(site)
+        if found is not None:
+            found.count += 1
+            return
+        if len(findings) >= findings.limit:
+            findings.dropped += 1
+            return
+        other_thread = None
+        if other is not None:  # the simulator's thread_id is x + bx * (y + by * z)
+            bx, by, _ = thread._manager._block_dim
+            other_thread = (other % bx, other // bx % by, other // (bx * by))
+        array, index = details(frame)
+        found = Finding(kind, array, index, tuple(thread.threadIdx), tuple(thread.blockIdx),
+                        other_thread, site[1], site[2])
+        findings._by_site[site] = found
+        findings.append(found)
+
+
+def _report_negative(memory: str, obj: Any, array: Any, idx: Any) -> None:
+    thread = threading.current_thread()
+    if isinstance(thread, _BlockThread):
+        _report(NEGATIVE_INDEX, thread, None,
+                lambda frame: (_label(memory, array, obj, frame), _as_index(idx)))
+
+
+class _Shadow:
+    """What is known of each element of one shared array in the block that ran last: who
+    wrote and read it, and in which epoch (syncthreads passed so far by the accessing
+    thread; the simulator releases all live threads of a block from a barrier at once, so
+    this is the block's epoch)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array  # the allocation, for labels
+        self.block: Any = None  # the simulator's BlockManager of the block tracked
+        self.lock = threading.Lock()
+
+    def _start_block(self, block: Any) -> None:
+        # Plain lists: faster than NumPy for one element at a time.
+        n = self.array.size
+        self.block = block
+        self.writer, self.write_epoch, self.atomic = [-1] * n, [-1] * n, [False] * n
+        # Two readers per epoch are enough to name one that is not the writer.
+        self.reader, self.reader2, self.read_epoch = [-1] * n, [-1] * n, [-1] * n
+
+    def access(self, flat: int, thread: Any, write: bool,
+               atomic: bool) -> tuple[str, int | None] | None:
+        """Record an access to element `flat`; return (kind, other thread) on a conflict.
+
+        An atomic read-modify-write arrives as a read, then a write, both with `atomic`;
+        it races with plain accesses but not with other atomics."""
+        tid, epoch = thread.thread_id, thread._simcheck_epoch
+        with self.lock:
+            if self.block is not thread._manager:
+                self._start_block(thread._manager)
+            writer, written = self.writer[flat], self.write_epoch[flat]
+            if not write:
+                if not atomic:  # an atomic's read is covered by the write that follows
+                    if self.read_epoch[flat] != epoch:
+                        self.read_epoch[flat], self.reader[flat] = epoch, tid
+                        self.reader2[flat] = -1
+                    elif self.reader[flat] != tid and self.reader2[flat] < 0:
+                        self.reader2[flat] = tid
+                if written < 0:
+                    return UNINITIALIZED, None
+                if written == epoch and writer != tid and not atomic:
+                    return RAW, writer
+                return None
+            was_atomic = self.atomic[flat]
+            self.writer[flat], self.write_epoch[flat], self.atomic[flat] = tid, epoch, atomic
+            if self.read_epoch[flat] == epoch:
+                reader = self.reader[flat]
+                reader = self.reader2[flat] if reader == tid else reader
+                if reader >= 0:
+                    return WAR, reader
+            if written == epoch and writer != tid and not (atomic and was_atomic):
+                return WAW, writer
+            return None
+
+
+class _SharedArray(np.ndarray):
+    """A shared array as kernels see it: a NumPy array whose element accesses are checked."""
+
+    _shadow: _Shadow | None = None  # None on arrays NumPy derives from it (a + 1, ...)
+    _ids: np.ndarray  # each element's position in the allocation, shaped like this view
+
+    def __getitem__(self, idx: Any) -> Any:
+        value = _getitem(self, idx)
+        return value if self._shadow is None else _shared_access(self, idx, value, False)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        _setitem(self, idx, value)
+        if self._shadow is not None:
+            _shared_access(self, idx, None, True)
+
+
+def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> Any:
+    thread = threading.current_thread()
+    if not isinstance(thread, _BlockThread):  # the host looking at it
+        return value
+    # Our caller's caller: the kernel, or the simulator's atomics.
+    atomic = sys._getframe(2).f_code.co_filename == _ATOMIC_FILE
+    shadow = array._shadow
+    alloc = shadow.array
+    if _has_negative(idx):
+        _report_negative("shared", alloc, alloc, idx)
+    ids = array._ids[idx]  # after the access itself, so IndexError is the simulator's
+    if isinstance(ids, np.ndarray):
+        if value is not None and np.may_share_memory(value, array):
+            value._shadow, value._ids = shadow, ids  # a view: check accesses through it
+            return value
+        flats = ids.ravel().tolist()
+        value = None if value is None else value.view(np.ndarray)
+    else:
+        flats = (int(ids),)
+    for flat in flats:
+        conflict = shadow.access(flat, thread, write, atomic)
+        if conflict is not None:
+            _report(conflict[0], thread, conflict[1], lambda frame, flat=flat: (
+                _label("shared", alloc, alloc, frame),
+                tuple(int(i) for i in np.unravel_index(flat, alloc.shape))))
+    return value
+
+
+class _LocalArray(np.ndarray):
+    """A local array as kernels see it: only negative indices are checked (it is private
+    to its thread, so it cannot race)."""
+
+    def __getitem__(self, idx: Any) -> Any:
+        if _has_negative(idx):
+            _report_negative("local", self, self, idx)
+        return _getitem(self, idx)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        if _has_negative(idx):
+            _report_negative("local", self, self, idx)
+        _setitem(self, idx, value)
+
+
+def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
+    """(owner, attribute, replacement given the original) for every simulator function
+    patched; imported here, so that this module loads without the simulator."""
+    from numba.cuda.simulator import kernel, kernelapi
+    from numba.cuda.simulator.cudadrv import devicearray
+
+    global _BlockThread, _SIM_DIR, _ATOMIC_FILE
+    _BlockThread = kernel.BlockThread
+    _SIM_DIR = os.path.dirname(kernelapi.__file__) + os.sep
+    _ATOMIC_FILE = kernelapi.__file__
+
+    def shared_array(original):
+        def array(self, shape, dtype, alignment=None):
+            if shape == 0:  # dynamic shared memory: not tracked (a view per dtype of one buffer)
+                return original(self, shape, dtype, alignment)
+            if alignment is not None:
+                raise RuntimeError("Array alignment is not supported in cudasim")
+            if isinstance(dtype, kernelapi.types.Type):
+                dtype = kernelapi.numpy_support.as_dtype(dtype)
+            # One array per allocating source line, as in the simulator, which would see
+            # this function as the caller: the whole block (and grid) shares it.
+            caller = sys._getframe(1)
+            key = (caller.f_code.co_filename, caller.f_lineno)
+            with _alloc_lock:
+                tracked = self._allocations.get(key)
+                if tracked is None:
+                    tracked = np.empty(shape, dtype).view(_SharedArray)
+                    tracked._shadow = _Shadow(tracked)
+                    tracked._ids = np.arange(tracked.size).reshape(tracked.shape)
+                    self._allocations[key] = tracked
+            return tracked
+        return array
+
+    def local_array(original):
+        def array(self, shape, dtype, alignment=None):
+            return original(self, shape, dtype, alignment).view(_LocalArray)
+        return array
+
+    def syncthreads(original):
+        def sync(self):
+            original(self)
+            self._simcheck_epoch += 1  # released: the block's next epoch starts
+        return sync
+
+    def argument_getitem(original):
+        def getitem(self, idx):
+            if _has_negative(idx):
+                _report_negative("argument", self, self._item._ary, idx)
+            return original(self, idx)
+        return getitem
+
+    def argument_setitem(original):
+        def setitem(self, idx, value):
+            if _has_negative(idx):
+                _report_negative("argument", self, self._item._ary, idx)
+            original(self, idx, value)
+        return setitem
+
+    arg = devicearray.FakeWithinKernelCUDAArray  # what kernels get for array arguments
+    return [
+        (kernelapi.FakeCUDAShared, "array", shared_array),
+        (kernelapi.FakeCUDALocal, "array", local_array),
+        (kernel.BlockThread, "syncthreads", syncthreads),
+        (arg, "__getitem__", argument_getitem),
+        (arg, "__setitem__", argument_setitem),
+    ]
+
+
+@contextmanager
+def instrument(max_findings: int = MAX_FINDINGS) -> Iterator[Findings]:
+    """Check every kernel launched in the with-block; yields the list the findings go to.
+
+    Only in the CUDA simulator (raises SimcheckError on a GPU). Results of kernels are
+    unchanged; the simulator is restored when the block ends.
+    """
+    global _findings
+    if backend.select().on_gpu:
+        raise SimcheckError("simcheck watches the CUDA simulator; kernels here run on a GPU "
+                            "(set NNKIT_DEVICE=sim to check them)")
+    if _findings is not None:
+        raise SimcheckError("simcheck.instrument() is already active")
+    findings = Findings(max_findings)
+    originals = []
+    try:
+        for owner, name, wrap in _hooks():
+            original = owner.__dict__[name]
+            originals.append((owner, name, original))
+            setattr(owner, name, wrap(original))
+        _BlockThread._simcheck_epoch = 0
+        _findings = findings
+        yield findings
+    finally:
+        _findings = None
+        for owner, name, original in reversed(originals):
+            setattr(owner, name, original)
+        if "_simcheck_epoch" in _BlockThread.__dict__:
+            del _BlockThread._simcheck_epoch
