@@ -1,8 +1,9 @@
 """`python -m grader [SUBMISSION ...]`: grade submission folders and write the reports.
 
 With no folder named, grades the bundled examples: the solution, the starter and the
-buggy submissions made from examples/bugs/. Each submission is a folder holding the
-student modules (gemm_1_naive.py, ...), as in starter/.
+buggy submissions made from examples/bugs/ (--bugs DIR grades those described in DIR).
+Each submission is a folder holding the student modules (gemm_1_naive.py, ...), as in
+starter/.
 """
 
 from __future__ import annotations
@@ -10,23 +11,29 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from grader import examples, part1, report
-from grader.results import SubmissionResult
-from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
+from grader import examples, net_cases, part1, part2, report
+from grader.results import FAIL, ItemResult, SubmissionResult
+from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
 from nnkit.backend import BackendError, select
 from nnkit.gemm import KERNELS
 from nnkit.progress import Progress
 from nnkit.submission import KIT_ROOT, NAMED
 
 EXAMPLES_DIR = KIT_ROOT / "build" / "examples"
+PARTS = ("gemm", "net")
 
 
 def _submissions(args: argparse.Namespace) -> list[tuple[str, Path]]:
-    if args.submissions:
+    if args.submissions or args.bugs:
         folders = [NAMED.get(s, Path(s)) for s in args.submissions]
+        if args.bugs:
+            folders += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
     else:
         folders = [NAMED["solution"], NAMED["starter"], *examples.materialize_all(EXAMPLES_DIR)]
     named, seen = [], set()
@@ -41,12 +48,66 @@ def _submissions(args: argparse.Namespace) -> list[tuple[str, Path]]:
     return named
 
 
+@dataclass
+class Task:
+    """One worker run for one submission, and the items it decides."""
+
+    name: str
+    item_ids: list[str]
+    run: Callable[[], list[ItemResult]]
+
+
+def _safely(task: Task, config: Config) -> list[ItemResult]:
+    """task.run(), turning a failure of the grader itself into zero-point items that say
+    so: one unreadable submission must never stop the grading of a class."""
+    try:
+        return task.run()
+    except Exception as err:  # noqa: BLE001
+        message = f"the grader could not grade this ({type(err).__name__}: {err})"
+        return [ItemResult(i, config.title(i), config.points(i), 0.0, FAIL, message)
+                for i in task.item_ids]
+
+
+def _references(parts: list[str], config: Config, workroot: Path, on_gpu: bool) -> dict:
+    """What every submission is measured against, computed once per grading run."""
+    refs: dict = {"gemm": None, "net": None}
+    if "gemm" in parts and on_gpu:
+        print("Timing the solution and cuBLAS for reference ...", file=sys.stderr)
+        refs["gemm"] = part1.measure_reference(config, workroot)
+    if "net" in parts:
+        plan = part2.training_plan(on_gpu)
+        print(f"Training the CPU reference network: {plan.description} ...", file=sys.stderr)
+        refs["net"] = part2.reference_or_error(on_gpu)
+    return refs
+
+
+def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, config: Config,
+           on_gpu: bool, refs: dict) -> list[Task]:
+    tasks = []
+    if "gemm" in parts:
+        for k in kernels:
+            tasks.append(Task(f"gemm {k}", [f"gemm.{k}.correctness", f"gemm.{k}.performance"],
+                              partial(part1.grade_kernel, k, folder, workroot, config, on_gpu,
+                                      refs["gemm"])))
+    if "net" in parts:
+        tasks.append(Task("net functions", list(net_cases.ITEMS),
+                          partial(part2.grade_units, folder, workroot, config, on_gpu)))
+        tasks.append(Task("net training", ["net.agreement", "net.accuracy"],
+                          partial(part2.grade_training, folder, workroot, config, on_gpu,
+                                  refs["net"])))
+    return tasks
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("submissions", nargs="*", help="folders (or 'solution', 'starter')")
+    parser.add_argument("--bugs", type=Path, default=None,
+                        help="also grade the buggy submissions described in this folder")
     parser.add_argument("--out", type=Path, default=Path("grades"),
                         help="where grades.csv and the JSON reports go (default: grades/)")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="points and limits")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="comma-separated subset of " + ", ".join(PARTS))
     parser.add_argument("--kernels", default=",".join(KERNELS),
                         help="comma-separated subset of " + ", ".join(KERNELS))
     parser.add_argument("--jobs", type=int, default=1,
@@ -59,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in kernels if k not in KERNELS]
     if unknown or not kernels:
         parser.error(f"--kernels: unknown {unknown}; choose from {', '.join(KERNELS)}")
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if not parts or any(p not in PARTS for p in parts):
+        parser.error(f"--parts: choose from {', '.join(PARTS)}")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
     try:
@@ -73,31 +137,28 @@ def main(argv: list[str] | None = None) -> int:
     results: list[SubmissionResult] = []
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         workroot = Path(tmp)
-        reference = None
-        if backend.on_gpu:
-            print("Timing the solution and cuBLAS for reference ...", file=sys.stderr)
-            try:
-                reference = part1.measure_reference(config, workroot)
-            except part1.ReferenceError as err:
-                print(f"grader: {err}", file=sys.stderr)
-                return 1
+        try:
+            references = _references(parts, config, workroot, backend.on_gpu)
+        except (part1.ReferenceError, RuntimeError) as err:
+            print(f"grader: {err}", file=sys.stderr)
+            return 1
         jobs = 1 if backend.on_gpu else args.jobs
-        tasks = [(name, folder, kernel) for name, folder in submissions for kernel in kernels]
+        tasks = [(name, task) for name, folder in submissions
+                 for task in _tasks(parts, kernels, folder, workroot / name, config,
+                                    backend.on_gpu, references)]
         items: dict[tuple[str, str], list] = {}
         with Progress(len(tasks), "grading") as bar, ThreadPoolExecutor(jobs) as pool:
-            futures = {
-                pool.submit(part1.grade_kernel_safely, kernel, folder, workroot / name, config,
-                            backend.on_gpu, reference): (name, kernel)
-                for name, folder, kernel in tasks
-            }
+            futures = {pool.submit(_safely, task, config): (name, task.name)
+                       for name, task in tasks}
             for future in as_completed(futures):
-                name, kernel = futures[future]
-                items[name, kernel] = future.result()
-                bar.update(f"{name}: {kernel}")
+                name, task_name = futures[future]
+                items[name, task_name] = future.result()
+                bar.update(f"{name}: {task_name}")
     for name, folder in submissions:
         result = SubmissionResult(name, str(folder), backend.describe())
-        for kernel in kernels:
-            result.items += items[name, kernel]
+        for owner, task in tasks:
+            if owner == name:
+                result.items += items[name, task.name]
         report.write_json(result, args.out / f"{name}.json")
         results.append(result)
     report.write_csv(results, args.out / "grades.csv")

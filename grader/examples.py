@@ -3,7 +3,8 @@
 A spec is a TOML file:
 
     description = "what the student got wrong"
-    loses = ["gemm.shared.correctness"]      # the items it must lose, and only those
+    loses = ["gemm.shared.correctness"]      # the items it must lose
+    may_lose = ["net.accuracy"]              # items it may lose too, depending on magnitude
     [[edit]]
     file = "gemm_2_shared.py"
     old = "exact text in the solution"       # must occur exactly once
@@ -34,13 +35,14 @@ class BugSpec:
     name: str
     description: str
     loses: tuple[str, ...]
+    may_lose: tuple[str, ...]
     edits: tuple[dict, ...]
 
 
 def load_spec(path: Path) -> BugSpec:
     raw = tomllib.loads(path.read_text())
     return BugSpec(path.stem, raw["description"], tuple(raw.get("loses", ())),
-                   tuple(raw.get("edit", ())))
+                   tuple(raw.get("may_lose", ())), tuple(raw.get("edit", ())))
 
 
 def all_specs(folder: Path = BUG_DIR) -> list[BugSpec]:

@@ -15,7 +15,7 @@ FLT_MIN the smallest normal float32; every bound adds FLT_MIN for results that u
                                        the row's magnitude; exp turns that into a relative
                                        error of P)
       loss:   4 u (2 s + C)
-      dZ:     tol(P) / n + u |dZ|
+      dZ:     tol(P) / n + 4 u |dZ|   (P's error, then p - y, the rounded 1/n and the product)
 - column_sums, scale * sum_i x_i: gamma(n + 1) |scale| sum_i |x_i|   (any summation order)
 - sgd_update, p - lr g:       2 u (|p| + |lr g|)
 
@@ -91,7 +91,7 @@ def expected(case: dict, inp: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarr
         return {"P": (P, tol_p),
                 "losses": (-logp[np.arange(n), labels],
                            (4 * U * (2 * scale + classes)).ravel() + FLT_MIN),
-                "dZ": (dZ, tol_p / n + U * np.abs(dZ) + FLT_MIN)}
+                "dZ": (dZ, tol_p / n + 4 * U * np.abs(dZ) + FLT_MIN)}
     if fn == "column_sums":
         X, scale = _f64(inp["X"]), float(np.float32(case["scale"]))
         return {"out": (scale * X.sum(axis=0),

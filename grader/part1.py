@@ -64,18 +64,6 @@ def measure_reference(config: Config, workroot: Path) -> Reference:
     return Reference(seconds)
 
 
-def grade_kernel_safely(kernel: str, submission: Path, workroot: Path, config: Config,
-                        on_gpu: bool, reference: Reference | None) -> list[ItemResult]:
-    """grade_kernel, turning a failure of the grader itself into zero-point items that say
-    so, so that one unreadable submission never stops the grading of a class."""
-    try:
-        return grade_kernel(kernel, submission, workroot, config, on_gpu, reference)
-    except Exception as err:  # noqa: BLE001
-        message = f"the grader could not grade this ({type(err).__name__}: {err})"
-        return [ItemResult(i, config.title(i), config.points(i), 0.0, FAIL, message)
-                for i in (f"gemm.{kernel}.correctness", f"gemm.{kernel}.performance")]
-
-
 def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, on_gpu: bool,
                  reference: Reference | None) -> list[ItemResult]:
     """The correctness and performance items of one kernel."""

@@ -15,21 +15,45 @@ def _cell(points: float | None, max_points: float, status: str) -> str:
     return f"{points:g}/{max_points:g}"
 
 
-def table(results: list[SubmissionResult], backend: str) -> str:
-    """A plain-text table: one row per submission, one column per item."""
-    if not results:
-        return "no submissions graded"
-    item_ids = [item.id for item in results[0].items]
-    headers = ["submission"] + [i.removeprefix("gemm.").replace(".correctness", "")
-                                .replace(".performance", " speed") for i in item_ids] + ["total"]
-    rows = []
-    for r in results:
-        cells = [_cell(it.points, it.max_points, it.status) for it in r.items]
-        rows.append([r.name, *cells, f"{r.total:g}/{r.max_total:g}"])
+PART_TITLES = {"gemm": "Part 1, GEMM", "net": "Part 2, the network"}
+
+
+def _header(item_id: str) -> str:
+    short = item_id.split(".", 1)[1]
+    return short.replace(".correctness", "").replace(".performance", " speed")
+
+
+def _grid(headers: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    out = [f"Backend: {backend}", line, "-" * len(line)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    out = [line, "-" * len(line)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+    return out
+
+
+def table(results: list[SubmissionResult], backend: str) -> str:
+    """Plain-text tables: one per part (a column per item), then the totals."""
+    if not results:
+        return "no submissions graded"
+    parts = list(dict.fromkeys(item.id.split(".")[0] for item in results[0].items))
+    out = [f"Backend: {backend}"]
+    for part in parts:
+        ids = [item.id for item in results[0].items if item.id.startswith(part + ".")]
+        rows = []
+        for r in results:
+            mine = [it for it in r.items if it.id in ids]
+            graded = [it for it in mine if it.points is not None]
+            subtotal = (f"{sum(it.points for it in graded):g}/"
+                        f"{sum(it.max_points for it in graded):g}")
+            rows.append([r.name, *[_cell(it.points, it.max_points, it.status) for it in mine],
+                         subtotal])
+        out += ["", PART_TITLES.get(part, part)]
+        out += _grid(["submission", *map(_header, ids), "part"], rows)
+    if len(parts) > 1:
+        out += ["", "Totals"]
+        out += _grid(["submission", "total"],
+                     [[r.name, f"{r.total:g}/{r.max_total:g}"] for r in results])
     if any(it.status == NOT_GRADED for r in results for it in r.items):
         out.append("n/g = not graded in this run (performance needs a GPU); totals leave it out")
     return "\n".join(out)

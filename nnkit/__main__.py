@@ -4,6 +4,7 @@
     data        fetch MNIST into ./data/mnist (or $NNKIT_DATA), checksums verified
     bench-gemm  GEMM kernels against cuBLAS: a table of GFLOP/s
     train       train the network on MNIST (reference, solution, starter or a folder)
+    bench-train seconds per epoch: the GPU network with each GEMM against PyTorch
 """
 
 from __future__ import annotations
@@ -64,8 +65,14 @@ def cmd_train(argv: list[str]) -> int:
     return main(argv)
 
 
+def cmd_bench_train(argv: list[str]) -> int:
+    from nnkit.bench_train import main
+
+    return main(argv)
+
+
 COMMANDS = {"info": cmd_info, "data": cmd_data, "bench-gemm": cmd_bench_gemm,
-            "train": cmd_train}
+            "train": cmd_train, "bench-train": cmd_bench_train}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,8 @@ import numpy as np
 
 from nnkit.backend import cuda
 
-BLOCK_2D = (32, 8)  # x along the columns (coalesced), y along the rows
-BLOCK_1D = 256
+BLOCK_2D = (32, 4)  # x along the columns (coalesced), y along the rows
+BLOCK_1D = 128
 
 
 def _grid_2d(rows: int, cols: int) -> tuple[int, int]:

@@ -1,0 +1,208 @@
+"""Part 2: grading the network functions and GPU training against the CPU reference."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from grader.net_cases import FUNCTIONS, ITEMS, unit_cases
+from grader.net_checks import check_unit
+from grader.results import FAIL, PASS, ItemResult
+from grader.runner import copy_submission, run_worker
+from grader.scoring import Config
+from nnkit import dataset, network
+from nnkit.mnist import FILES, MnistFormatError, default_dir
+from nnkit.training import ReferenceRunner, TrainConfig, train
+
+AGREEMENT_TOL = 1e-4  # CME 213: relative max-norm of W_gpu - W_cpu at most 100 * 1e-6
+ACCURACY_TOL = 0.005  # validation accuracy within 0.5 percentage points of the reference
+
+# CME 213's grading modes: hidden 100, batch 800, lambda 1e-4; (learning rate, epochs).
+MNIST_MODES = [(0.0005, 40), (0.001, 10), (0.002, 1)]
+# The simulator's reduced configuration: 90 images of the shipped sample pooled to 7x7
+# pixels (81 to train, 9 to validate), hidden 8, batch 20 (so the last batch of an epoch
+# holds a single image), lambda 1e-3.
+SIMULATOR_MODES = [(0.5, 2), (0.1, 1)]
+
+
+@dataclass
+class TrainingPlan:
+    data: dict  # arguments of nnkit.dataset.load
+    modes: list[dict]  # TrainConfig fields
+    description: str
+
+
+def _mnist_present() -> bool:
+    return all((default_dir() / name).is_file() for name in FILES.values())
+
+
+def training_plan(on_gpu: bool) -> TrainingPlan:
+    if on_gpu and _mnist_present():
+        data = {"source": str(default_dir()), "val_fraction": 0.1, "seed": 0, "pool": 1,
+                "limit": None}
+        modes = [{"hidden": [100], "batch": 800, "epochs": e, "lr": lr, "lam": 1e-4,
+                  "loss": "ce", "seed": 0} for lr, e in MNIST_MODES]
+        return TrainingPlan(data, modes, "MNIST, 784-100-10, batch 800, lambda 1e-4, "
+                                         "rate/epochs 0.0005/40, 0.001/10, 0.002/1")
+    data = {"source": dataset.SAMPLE, "val_fraction": 0.1, "seed": 0, "pool": 4, "limit": 90}
+    modes = [{"hidden": [8], "batch": 20, "epochs": e, "lr": lr, "lam": 1e-3, "loss": "ce",
+              "seed": 0} for lr, e in SIMULATOR_MODES]
+    why = "no GPU" if not on_gpu else "MNIST not found (run `make data`)"
+    return TrainingPlan(data, modes, f"reduced configuration ({why}): 81 sample images "
+                                     "pooled to 7x7, 49-8-10, batch 20, lambda 1e-3, "
+                                     "rate/epochs 0.5/2, 0.1/1")
+
+
+@dataclass
+class ReferenceTraining:
+    plan: TrainingPlan
+    data: dataset.Dataset
+    params: list[network.Params]  # final float64 parameters per mode
+    val_accuracy: list[float]
+
+
+def train_reference(plan: TrainingPlan) -> ReferenceTraining:
+    """The CPU reference in float64 from the same float32 initial parameters and batches
+    as the submissions get: the oracle of the agreement check."""
+    data = dataset.load(**plan.data)
+    finals, accuracies = [], []
+    for mode in plan.modes:
+        config = TrainConfig(**{**mode, "hidden": tuple(mode["hidden"])})
+        params = network.glorot_uniform(config.sizes(data.features), config.seed).copy(np.float64)
+        runner = ReferenceRunner(params, config)
+        train(runner, data, config, evaluate=False)
+        finals.append(runner.params())
+        accuracies.append(network.accuracy(finals[-1], data.val.images.astype(np.float64),
+                                           data.val.labels))
+    return ReferenceTraining(plan, data, finals, accuracies)
+
+
+def _limit(config: Config, on_gpu: bool) -> float:
+    return config.seconds_gpu if on_gpu else config.seconds_simulator
+
+
+def _fresh(workdir: Path, submission: Path) -> Path:
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    return copy_submission(submission, workdir / "submission")
+
+
+def grade_units(submission: Path, workroot: Path, config: Config,
+                on_gpu: bool) -> list[ItemResult]:
+    """One item per group of functions; an item passes when all its cases pass."""
+    cases = unit_cases(on_gpu)
+    workdir = workroot / "net_units"
+    copy = _fresh(workdir, submission)
+    run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases}, workdir,
+                     _limit(config, on_gpu), on_gpu)
+    stopped = run.stop_reason(_limit(config, on_gpu))
+    outcomes = [check_unit(c, run.outdir, n, stopped) for n, c in enumerate(cases)]
+    items = []
+    for item_id in ITEMS:
+        mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
+        failures = [o for o in mine if not o.passed]
+        ok = not failures
+        message = (f"all {len(mine)} cases within tolerance" if ok else
+                   f"{len(failures)} of {len(mine)} cases fail; first: {failures[0].label}: "
+                   f"{failures[0].message}")
+        items.append(ItemResult(
+            item_id, config.title(item_id), config.points(item_id),
+            config.points(item_id) if ok else 0.0, PASS if ok else FAIL, message,
+            checks=[{"case": o.label, "passed": o.passed, "message": o.message} for o in mine],
+            figures={"worker_seconds": round(run.seconds, 2)}))
+    return items
+
+
+def _relative(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """(relative max-norm, relative L2 norm) of got - ref."""
+    diff = got.astype(np.float64) - ref
+    top, norm = float(np.abs(ref).max()), float(np.linalg.norm(ref))
+    return (float(np.abs(diff).max()) / max(top, 1e-30),
+            float(np.linalg.norm(diff)) / max(norm, 1e-30))
+
+
+def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: bool,
+                   reference: ReferenceTraining) -> list[ItemResult]:
+    """Agreement of the trained parameters with the reference, and validation accuracy."""
+    plan = reference.plan
+    workdir = workroot / "net_train"
+    copy = _fresh(workdir, submission)
+    run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
+                      "modes": plan.modes}, workdir, _limit(config, on_gpu), on_gpu)
+    stopped = run.stop_reason(_limit(config, on_gpu))
+    agree_checks, acc_checks = [], []
+    figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
+                     "tolerance": AGREEMENT_TOL, "configuration": plan.description}
+    for m, (mode, ref_params, ref_acc) in enumerate(
+            zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
+        name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
+        got, problem = _load_params(run.outdir, m, ref_params, stopped)
+        if problem:
+            agree_checks.append({"case": name, "passed": False, "message": problem})
+            acc_checks.append({"case": name, "passed": False, "message": problem})
+            continue
+        worst, parts = 0.0, []
+        for key, ref in ref_params.named().items():
+            rel_max, rel_l2 = _relative(got[key], ref)
+            figures["relative_max_norm"][f"{key} ({name})"] = rel_max
+            figures["relative_l2_norm"][f"{key} ({name})"] = rel_l2
+            worst = max(worst, rel_max)
+            parts.append(f"{key} {rel_max:.1e}/{rel_l2:.1e}")
+        ok = worst <= AGREEMENT_TOL
+        agree_checks.append({"case": name, "passed": ok, "worst_relative_max_norm": worst,
+                             "message": "relative max-norm/L2 of the difference: "
+                                        + ", ".join(parts)})
+        acc = network.accuracy(network.Params.from_named(got),
+                               reference.data.val.images.astype(np.float32),
+                               reference.data.val.labels)
+        acc_ok = abs(acc - ref_acc) <= ACCURACY_TOL + 1e-12
+        acc_checks.append({"case": name, "passed": acc_ok, "validation_accuracy": acc,
+                           "reference_accuracy": ref_acc,
+                           "message": f"validation accuracy {acc:.2%}, reference {ref_acc:.2%}"})
+    return [_training_item("net.agreement", config, agree_checks, figures, plan.description),
+            _training_item("net.accuracy", config, acc_checks, {}, plan.description)]
+
+
+def _load_params(outdir: Path, m: int, ref: network.Params,
+                 stopped: str) -> tuple[dict, str | None]:
+    err_file, npz_file = outdir / f"train-{m}.err", outdir / f"train-{m}.npz"
+    if err_file.exists():
+        return {}, "training raised " + err_file.read_text()
+    if not npz_file.exists():
+        return {}, f"no parameters ({stopped})"
+    try:
+        with np.load(npz_file, allow_pickle=False) as data:
+            got = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as err:
+        return {}, f"unreadable parameters ({err})"
+    for key, value in ref.named().items():
+        if key not in got:
+            return {}, f"parameter {key} missing"
+        if got[key].shape != value.shape or got[key].dtype != np.float32:
+            return {}, (f"{key} came back as {got[key].dtype}{got[key].shape}, expected "
+                        f"float32{value.shape}")
+        if not np.isfinite(got[key]).all():
+            return {}, f"{key} holds NaN or infinity after training"
+    return got, None
+
+
+def _training_item(item_id: str, config: Config, checks: list[dict], figures: dict,
+                   description: str) -> ItemResult:
+    failures = [c for c in checks if not c["passed"]]
+    ok = not failures
+    message = (f"all {len(checks)} modes agree ({description})" if ok else
+               f"{len(failures)} of {len(checks)} modes fail; first: {failures[0]['case']}: "
+               f"{failures[0]['message']}")
+    return ItemResult(item_id, config.title(item_id), config.points(item_id),
+                      config.points(item_id) if ok else 0.0, PASS if ok else FAIL, message,
+                      checks=checks, figures=figures)
+
+
+def reference_or_error(on_gpu: bool) -> ReferenceTraining:
+    try:
+        return train_reference(training_plan(on_gpu))
+    except MnistFormatError as err:
+        raise RuntimeError(f"cannot train the reference: {err}") from None
