@@ -41,7 +41,8 @@ def _mnist_present() -> bool:
 
 def training_plan(on_gpu: bool) -> TrainingPlan:
     if on_gpu and _mnist_present():
-        data = {"source": str(default_dir()), "val_fraction": 0.1, "seed": 0, "pool": 1,
+        # Absolute: the worker runs from the submission's working copy.
+        data = {"source": str(default_dir().resolve()), "val_fraction": 0.1, "seed": 0, "pool": 1,
                 "limit": None}
         modes = [{"hidden": [100], "batch": 800, "epochs": e, "lr": lr, "lam": 1e-4,
                   "loss": "ce", "seed": 0} for lr, e in MNIST_MODES]
