@@ -65,9 +65,10 @@ def gemm(
 
 def cublas_gemm(A: Any, B: Any, C: Any, alpha: float, beta: float) -> None:
     """The same contract through cuBLAS SGEMM (CuPy arrays; GPU only)."""
-    import cupy
     import cupy.cublas
+
+    from nnkit.backend import as_cupy
 
     # One SGEMM call with alpha and beta, as a hand-written kernel does it. CuPy's gemm
     # takes its operands in any layout; transposed views arrive as F-ordered arrays.
-    cupy.cublas.gemm("N", "N", A, B, out=C, alpha=alpha, beta=beta)
+    cupy.cublas.gemm("N", "N", as_cupy(A), as_cupy(B), out=as_cupy(C), alpha=alpha, beta=beta)

@@ -149,7 +149,7 @@ class DeviceRunner:
         self.config, self.gemm = config, gemm_fn
         self.weights = [to_device(W.astype(np.float32)) for W in params.weights]
         self.biases = [to_device(b.astype(np.float32)) for b in params.biases]
-        self._loss_total: Any = 0.0
+        self._losses: list[Any] = []
 
     def epoch_data(self, X: np.ndarray, labels: np.ndarray, order: np.ndarray) -> tuple:
         return to_device(X[order]), to_device(labels[order].astype(np.int64))
@@ -159,13 +159,11 @@ class DeviceRunner:
         grads_W, grads_b, losses = self.backward(self.weights, self.biases, acts, labels,
                                                  self.config.lam, self.gemm)
         self.sgd_step(self.weights, self.biases, grads_W, grads_b, self.config.lr)
-        if select().on_gpu:  # summed on the device, fetched once an epoch: no sync per batch
-            self._loss_total = self._loss_total + losses.sum()
-        else:
-            self._loss_total += float(to_host(losses).sum())
+        self._losses.append(losses)  # fetched once an epoch: no synchronisation per batch
 
     def finish_epoch(self) -> float:
-        total, self._loss_total = float(self._loss_total), 0.0
+        total = float(sum(to_host(losses).astype(np.float64).sum() for losses in self._losses))
+        self._losses = []
         return total
 
     def params(self) -> network.Params:
