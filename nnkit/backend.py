@@ -124,19 +124,7 @@ def xp() -> Any:
 
 
 # On the GPU, device arrays are CuPy arrays; in the simulator, numba's simulated device
-# arrays. NNKIT_GPU_ARRAYS=numba hands kernels numba views of CuPy's memory instead:
-# numba-cuda 0.30 launches about three times faster on its own array type (22 us against
-# 65 us a launch, measured on an H200), because it types CuPy arrays through DLPack at
-# every call. That mode is experimental (see the README's Status).
-
-
-def _wrap(cupy_array: Any) -> Any:
-    if os.environ.get("NNKIT_GPU_ARRAYS", "cupy") != "numba":
-        return cupy_array
-    from numba import cuda
-
-    # No stream synchronisation: CuPy and numba both queue on the legacy default stream.
-    return cuda.as_cuda_array(cupy_array, sync=False)  # keeps the CuPy array alive
+# arrays. Both slice into views, transpose with .T and reshape without copying.
 
 
 def to_device(array: Any) -> Any:
@@ -146,7 +134,7 @@ def to_device(array: Any) -> Any:
     if select().on_gpu:
         import cupy
 
-        return _wrap(cupy.asarray(np.ascontiguousarray(array)))
+        return cupy.asarray(np.ascontiguousarray(array))
     from numba import cuda
 
     return cuda.to_device(np.ascontiguousarray(array))
@@ -168,7 +156,7 @@ def empty(shape: tuple[int, ...] | int, dtype: Any = "float32") -> Any:
     if select().on_gpu:
         import cupy
 
-        return _wrap(cupy.empty(shape, dtype=dtype))
+        return cupy.empty(shape, dtype=dtype)
     from numba import cuda
 
     return cuda.device_array(shape, dtype=dtype)
