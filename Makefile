@@ -16,14 +16,16 @@ SUBMISSIONS ?=
 OUT ?= grades
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: help grade check test lint starter data bench-gemm clean
+.PHONY: help grade check test lint starter data train bench-gemm bench-train clean
 
 help:
 	@echo "make grade       grade the bundled example submissions (or SUBMISSIONS='dir ...')"
 	@echo "make check       grade your own starter/ and show every check"
 	@echo "make test        the kit's test suite (CPU only; GPU tests run where a GPU is)"
 	@echo "make data        fetch MNIST (MNIST_SRC=<folder or URL> to use a local copy)"
+	@echo "make train       train the network (IMPL=reference|solution|starter|dir, ARGS=...)"
 	@echo "make bench-gemm  GEMM kernels against cuBLAS (GPU)"
+	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
 	@echo "make starter     regenerate starter/ from solution/"
 	@echo "Options: PY=python3 (use an existing interpreter), OUT=grades, SUBMISSIONS=..."
 
@@ -52,8 +54,16 @@ starter: $(SETUP)
 data: $(SETUP)
 	$(PY) -m nnkit data
 
+IMPL ?= reference
+ARGS ?=
+train: $(SETUP)
+	$(PY) -m nnkit train --impl $(IMPL) $(ARGS)
+
 bench-gemm: $(SETUP)
 	$(PY) -m nnkit bench-gemm --json results/bench_gemm.json
+
+bench-train: $(SETUP)
+	$(PY) -m nnkit bench-train --json results/bench_train.json
 
 clean:
 	rm -rf build grades results .pytest_cache

@@ -110,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         runner = ReferenceRunner(params, config)
         where = f"NumPy on the CPU ({args.dtype})"
     else:
+        try:
+            folder = resolve(args.impl)
+        except SubmissionError as err:
+            print(f"nnkit train: {err}", file=sys.stderr)
+            return 2
         backend = select()
         estimate = config.epochs * simulator_seconds(config, data.features, len(data.train),
                                                      args.gemm == "host")
@@ -121,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
                   "--epochs 2; or --force.", file=sys.stderr)
             return 2
         try:
-            folder = resolve(args.impl)
             runner = DeviceRunner(folder, params, config, make_gemm(args.gemm, folder))
         except (SubmissionError, ValueError) as err:
             print(f"nnkit train: {err}", file=sys.stderr)
