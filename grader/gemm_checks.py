@@ -73,7 +73,22 @@ def compare_result(case: GemmCase, ops: Operands, C_after: np.ndarray) -> tuple[
     return False, msg, ratio
 
 
-def check_case(case: GemmCase, outdir: Path, n: int, stopped: str) -> CaseOutcome:
+def _findings(outdir: Path, n: int) -> list[dict]:
+    path = outdir / f"case-{n}.findings.json"
+    try:
+        found = json.loads(path.read_text()) if path.exists() else []
+    except ValueError:
+        return [{"describe": "unreadable findings file"}]
+    return found if isinstance(found, list) else []
+
+
+def _describe_finding(f: dict) -> str:
+    where = f"{Path(str(f.get('file', '?'))).name}:{f.get('line', '?')}"
+    return f"{where}: {f.get('kind', '?')} on {f.get('array', '?')} (x{f.get('count', 1)})"
+
+
+def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
+               findings_fail: bool = True) -> CaseOutcome:
     """The verdict on correctness case n; `stopped` says why a missing result is missing."""
     label = case.label()
     err_file, npz_file = outdir / f"case-{n}.err", outdir / f"case-{n}.npz"
@@ -91,7 +106,15 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str) -> CaseOutcom
         if not _same_bits(before, after):
             return CaseOutcome(label, False, f"modified its input {name}")
     passed, message, ratio = compare_result(case, ops, C_after)
-    return CaseOutcome(label, passed, message, ratio)
+    found = _findings(outdir, n)
+    outcome = CaseOutcome(label, passed, message, ratio,
+                          figures={"simulator_findings": found} if found else {})
+    if found:
+        text = "; ".join(_describe_finding(f) for f in found[:3])
+        outcome.message += f"; the race and index checker found: {text}"
+        if findings_fail:
+            outcome.passed = False
+    return outcome
 
 
 @dataclass

@@ -79,7 +79,8 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     load_error = run.outdir / "load.err"
     if load_error.exists():
         stopped = "could not load the module: " + load_error.read_text()
-    outcomes = [check_case(c, run.outdir, n, stopped) for n, c in enumerate(cases)]
+    outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail)
+                for n, c in enumerate(cases)]
     correct = all(o.passed for o in outcomes)
     item_id = f"gemm.{kernel}.correctness"
     failures = [o for o in outcomes if not o.passed]

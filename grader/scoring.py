@@ -23,6 +23,7 @@ class Config:
     warmup: int
     seconds_gpu: float
     seconds_simulator: float
+    findings_fail: bool  # does a race or negative index found in the simulator fail a case?
 
     def points(self, item: str) -> float:
         return float(self.items[item]["points"])
@@ -43,6 +44,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             warmup=int(perf["warmup"]),
             seconds_gpu=float(limits["seconds_gpu"]),
             seconds_simulator=float(limits["seconds_simulator"]),
+            findings_fail=bool(raw.get("checks", {}).get("simulator_findings_fail", True)),
         )
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{path}: {type(err).__name__}: {err}") from None

@@ -77,12 +77,14 @@ def run_gemm(job: dict, out: Path, submission: Path | None) -> None:
         bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
         return ops, bufs, ops.views(bufs)
 
+    watch = _simulator_watch()
     for n, spec in enumerate(job["cases"]):
         case = GemmCase.from_json(spec)
         try:
             _, bufs, (A, B, C) = prepare(case)
-            gemm(launch, A, B, C, case.alpha, case.beta,
-                 trans_a=case.trans_a, trans_b=case.trans_b)
+            with watch(out / f"case-{n}.findings.json"):
+                gemm(launch, A, B, C, case.alpha, case.beta,
+                     trans_a=case.trans_a, trans_b=case.trans_b)
             synchronize()
             host = [to_host(b) for b in bufs]
             np.savez(out / f"case-{n}.npz", A=host[0], B=host[1], C=host[2])
@@ -110,6 +112,28 @@ def run_gemm(job: dict, out: Path, submission: Path | None) -> None:
                 json.dumps({"host": timings.host, "device": timings.device}))
         except BaseException as err:  # noqa: BLE001
             _save_error(out / f"perf-{n}.err", err, submission)
+
+
+def _simulator_watch():
+    """In the simulator: a context manager factory that runs a launch under the race and
+    index checker and writes its findings to the given file. On a GPU: does nothing."""
+    from contextlib import contextmanager, nullcontext
+
+    from nnkit.backend import select
+
+    if select().on_gpu:
+        return lambda path: nullcontext()
+    from grader import simcheck
+
+    @contextmanager
+    def watch(path: Path):
+        with simcheck.instrument() as findings:
+            try:
+                yield
+            finally:
+                path.write_text(json.dumps([f.to_json() for f in findings]))
+
+    return watch
 
 
 def main(argv: list[str]) -> int:

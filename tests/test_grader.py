@@ -9,6 +9,7 @@ import pytest
 
 from grader.examples import all_specs
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config, speed_share
+from nnkit.backend import probe_gpu
 from tests.conftest import run_kit
 
 CORRECTNESS = ["gemm.naive.correctness", "gemm.shared.correctness", "gemm.register.correctness",
@@ -60,19 +61,48 @@ def test_each_bundled_bug_loses_exactly_its_items(bundled, spec):
     _assert_loses_its_items(bundled[2][spec.name], spec)
 
 
-@pytest.fixture(scope="module")
-def network_bugs(tmp_path_factory):
-    """The Part 2 bugs kept under tests/bugs, graded on Part 2 only."""
-    out = tmp_path_factory.mktemp("bugs")
-    result = run_kit("grader", "--bugs", str(BUGS), "--parts", "net", "--out", str(out),
+def _grade_bugs(tmp_path_factory, folder, *options):
+    out = tmp_path_factory.mktemp(folder.name)
+    result = run_kit("grader", "--bugs", str(folder), *options, "--out", str(out),
                      "--jobs", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
 
 
-@pytest.mark.parametrize("spec", all_specs(BUGS), ids=lambda s: s.name)
+@pytest.fixture(scope="module")
+def network_bugs(tmp_path_factory):
+    """The Part 2 bugs kept under tests/bugs/net, graded on Part 2 only."""
+    return _grade_bugs(tmp_path_factory, BUGS / "net", "--parts", "net")
+
+
+@pytest.mark.parametrize("spec", all_specs(BUGS / "net"), ids=lambda s: s.name)
 def test_each_network_bug_loses_exactly_its_items(network_bugs, spec):
     _assert_loses_its_items(network_bugs[spec.name], spec)
+
+
+@pytest.fixture(scope="module")
+def checker_bugs(tmp_path_factory):
+    """GEMM bugs whose results come out right: only the simulator's checker sees them."""
+    if probe_gpu()[0]:
+        pytest.skip("the race and index checker runs in the simulator only")
+    return _grade_bugs(tmp_path_factory, BUGS / "gemm", "--parts", "gemm",
+                       "--kernels", "naive,shared")
+
+
+@pytest.mark.parametrize("spec", all_specs(BUGS / "gemm"), ids=lambda s: s.name)
+def test_bugs_only_the_checker_sees_are_caught(checker_bugs, spec):
+    report = checker_bugs[spec.name]
+    _assert_loses_its_items(report, spec)
+    item = next(i for i in report["items"] if i["id"] == spec.loses[0])
+    assert "checker found" in item["message"]
+
+
+def test_a_right_result_from_a_wrong_kernel_is_still_failed(checker_bugs):
+    """The known hole of result-only checks: every C is right, yet the kernel is wrong."""
+    item = checker_bugs["naive_negative_index"]["items"][0]
+    assert item["id"] == "gemm.naive.correctness" and item["points"] == 0
+    assert all("within the float32 bound" in c["message"] and "negative-index" in c["message"]
+               for c in item["checks"])
 
 
 def test_reports_table_and_csv(bundled):
