@@ -98,6 +98,22 @@ def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, c
     return tasks
 
 
+def _write_feedback(results: list[SubmissionResult], out: Path) -> None:
+    """Per-submission feedback (Markdown, HTML, plots), Gradescope results and the class
+    summary, beside grades.csv; a failure here never costs the grades already written."""
+    from grader import feedback, gradescope, summary
+
+    data = [r.to_json() for r in results]
+    try:
+        for result in data:
+            feedback.write_feedback(result, out / "feedback")
+            gradescope.write_gradescope(result, out / "gradescope" / f"{result['name']}.json")
+        summary.write_summary(data, out / "feedback")
+    except Exception as err:  # noqa: BLE001 - the grades matter more than the reports
+        print(f"grader: could not write the feedback reports ({type(err).__name__}: {err})",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("submissions", nargs="*", help="folders (or 'solution', 'starter')")
@@ -162,11 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         report.write_json(result, args.out / f"{name}.json")
         results.append(result)
     report.write_csv(results, args.out / "grades.csv")
+    _write_feedback(results, args.out)
     print(report.table(results, backend.describe()))
     lost = report.details(results) if args.details else report.failures(results)
     if lost:
         print("\n" + lost)
-    print(f"\nReports: {args.out / 'grades.csv'} and one JSON per submission in {args.out}/")
+    print(f"\nReports in {args.out}/: grades.csv, a JSON per submission, feedback/ (Markdown "
+          "and HTML per submission, summary.html) and gradescope/ (results.json per "
+          "submission)")
     return 0
 
 

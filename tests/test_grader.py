@@ -114,6 +114,12 @@ def test_reports_table_and_csv(bundled):
     assert float(solution["total"]) == float(solution["max_total"]) > 0
     for name in reports:
         assert name in stdout
+    assert "Part 1, GEMM" in stdout and "Part 2, the network" in stdout
+    for name in reports:
+        assert (out / "feedback" / f"{name}.html").stat().st_size > 1000
+        gradescope = json.loads((out / "gradescope" / f"{name}.json").read_text())
+        assert gradescope["score"] == pytest.approx(reports[name]["total"])
+    assert (out / "feedback" / "summary.html").exists()
 
 
 def test_performance_is_not_graded_without_a_gpu(bundled):
