@@ -73,13 +73,17 @@ def compare_result(case: GemmCase, ops: Operands, C_after: np.ndarray) -> tuple[
     return False, msg, ratio
 
 
-def _findings(outdir: Path, n: int) -> list[dict]:
-    path = outdir / f"case-{n}.findings.json"
+def read_findings(path: Path) -> list[dict]:
+    """What the simulator's race and index checker wrote for one case (empty if nothing)."""
     try:
         found = json.loads(path.read_text()) if path.exists() else []
     except ValueError:
         return [{"describe": "unreadable findings file"}]
     return found if isinstance(found, list) else []
+
+
+def describe_findings(found: list[dict]) -> str:
+    return "; ".join(_describe_finding(f) for f in found[:3])
 
 
 def _describe_finding(f: dict) -> str:
@@ -106,12 +110,11 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
         if not _same_bits(before, after):
             return CaseOutcome(label, False, f"modified its input {name}")
     passed, message, ratio = compare_result(case, ops, C_after)
-    found = _findings(outdir, n)
+    found = read_findings(outdir / f"case-{n}.findings.json")
     outcome = CaseOutcome(label, passed, message, ratio,
                           figures={"simulator_findings": found} if found else {})
     if found:
-        text = "; ".join(_describe_finding(f) for f in found[:3])
-        outcome.message += f"; the race and index checker found: {text}"
+        outcome.message += f"; the race and index checker found: {describe_findings(found)}"
         if findings_fail:
             outcome.passed = False
     return outcome

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.gemm_checks import describe_findings, read_findings
 from grader.net_cases import build_inputs, layers
 from nnkit import network
 from nnkit.gemm_reference import FLT_MIN, UNIT_ROUNDOFF, gamma
@@ -147,7 +148,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: object) -> str | N
     return msg + (f" ({nan} are NaN)" if nan else "")
 
 
-def check_unit(case: dict, outdir: Path, n: int, stopped: str) -> UnitOutcome:
+def check_unit(case: dict, outdir: Path, n: int, stopped: str,
+               findings_fail: bool = True) -> UnitOutcome:
     fn, text = case["function"], label(case)
     err_file, npz_file = outdir / f"unit-{n}.err", outdir / f"unit-{n}.npz"
     if err_file.exists():
@@ -176,6 +178,8 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str) -> UnitOutcome:
         problem = compare(name, value, ref, tol)
         if problem:
             problems.append(problem)
-    if problems:
-        return UnitOutcome(fn, text, False, "; ".join(problems))
-    return UnitOutcome(fn, text, True, "within the float32 bounds")
+    found = read_findings(outdir / f"unit-{n}.findings.json")
+    if found:
+        problems.append(f"the race and index checker found: {describe_findings(found)}")
+    passed = not problems or (not findings_fail and len(problems) == 1 and bool(found))
+    return UnitOutcome(fn, text, passed, "; ".join(problems) or "within the float32 bounds")

@@ -104,7 +104,8 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases}, workdir,
                      _limit(config, on_gpu), on_gpu)
     stopped = run.stop_reason(_limit(config, on_gpu))
-    outcomes = [check_unit(c, run.outdir, n, stopped) for n, c in enumerate(cases)]
+    outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail)
+                for n, c in enumerate(cases)]
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]

@@ -77,7 +77,7 @@ def run_gemm(job: dict, out: Path, submission: Path | None) -> None:
         bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
         return ops, bufs, ops.views(bufs)
 
-    watch = _simulator_watch()
+    watch = simulator_watch()
     for n, spec in enumerate(job["cases"]):
         case = GemmCase.from_json(spec)
         try:
@@ -114,7 +114,7 @@ def run_gemm(job: dict, out: Path, submission: Path | None) -> None:
             _save_error(out / f"perf-{n}.err", err, submission)
 
 
-def _simulator_watch():
+def simulator_watch():
     """In the simulator: a context manager factory that runs a launch under the race and
     index checker and writes its findings to the given file. On a GPU: does nothing."""
     from contextlib import contextmanager, nullcontext

@@ -75,16 +75,19 @@ def call(case: dict, fn: Any, dev: dict[str, Any], gemm: Any) -> dict[str, Any]:
 def run_units(job: dict, out: Path, submission: Path, save_error: Any) -> None:
     """Every unit case of the job: `unit-N.npz` holding the outputs (prefix out:) and the
     inputs as they are after the call (prefix in:), or `unit-N.err`."""
+    from grader.worker import simulator_watch
     from nnkit.training import make_gemm
 
     gemm = make_gemm(trusted_gemm_name(), submission)
+    watch = simulator_watch()
     for n, case in enumerate(job["cases"]):
         try:
             module, _ = FUNCTIONS[case["function"]]
             fn = load_function(submission, module, case["function"])
             host = build_inputs(case)
             dev = {k: to_device(v) for k, v in host.items()}
-            outputs = call(case, fn, dev, gemm)
+            with watch(out / f"unit-{n}.findings.json"):
+                outputs = call(case, fn, dev, gemm)
             synchronize()
             arrays = {f"out:{k}": _host_array(v, k) for k, v in outputs.items()}
             arrays.update({f"in:{k}": to_host(v) for k, v in dev.items()})

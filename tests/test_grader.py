@@ -82,14 +82,17 @@ def test_each_network_bug_loses_exactly_its_items(network_bugs, spec):
 
 @pytest.fixture(scope="module")
 def checker_bugs(tmp_path_factory):
-    """GEMM bugs whose results come out right: only the simulator's checker sees them."""
+    """Bugs whose results often come out right: the simulator's checker must see them."""
     if probe_gpu()[0]:
         pytest.skip("the race and index checker runs in the simulator only")
-    return _grade_bugs(tmp_path_factory, BUGS / "gemm", "--parts", "gemm",
-                       "--kernels", "naive,shared")
+    checker = BUGS / "checker"
+    return {**_grade_bugs(tmp_path_factory, checker / "gemm", "--parts", "gemm",
+                          "--kernels", "naive,shared"),
+            **_grade_bugs(tmp_path_factory, checker / "net", "--parts", "net")}
 
 
-@pytest.mark.parametrize("spec", all_specs(BUGS / "gemm"), ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", all_specs(BUGS / "checker" / "gemm")
+                         + all_specs(BUGS / "checker" / "net"), ids=lambda s: s.name)
 def test_bugs_only_the_checker_sees_are_caught(checker_bugs, spec):
     report = checker_bugs[spec.name]
     _assert_loses_its_items(report, spec)
