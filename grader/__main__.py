@@ -98,7 +98,7 @@ def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, c
     return tasks
 
 
-def _write_feedback(results: list[SubmissionResult], out: Path) -> None:
+def write_feedback(results: list[SubmissionResult], out: Path) -> None:
     """Per-submission feedback (Markdown, HTML, plots), Gradescope results and the class
     summary, beside grades.csv; a failure here never costs the grades already written."""
     from grader import feedback, gradescope, summary
@@ -114,7 +114,7 @@ def _write_feedback(results: list[SubmissionResult], out: Path) -> None:
               file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("submissions", nargs="*", help="folders (or 'solution', 'starter')")
     parser.add_argument("--bugs", type=Path, default=None,
@@ -131,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
                              "so that timings do not disturb each other)")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     unknown = [k for k in kernels if k not in KERNELS]
@@ -178,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         report.write_json(result, args.out / f"{name}.json")
         results.append(result)
     report.write_csv(results, args.out / "grades.csv")
-    _write_feedback(results, args.out)
+    write_feedback(results, args.out)
     print(report.table(results, backend.describe()))
     lost = report.details(results) if args.details else report.failures(results)
     if lost:
