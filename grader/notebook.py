@@ -1,0 +1,273 @@
+"""Notebooks <-> modules: one notebook per part, whose code cells are the student modules.
+
+A module of solution/ (say gemm_1_naive.py) is cut into code cells at its top-level
+blank-line pairs (imports and constants, then one cell per function). Every such cell
+carries the cell metadata `"nnkit": {"module": "gemm_1_naive"}`. Extraction is the
+inverse: the tagged cells of a notebook, in notebook order, joined by two blank lines,
+become <module>.py in a submission folder, which `python -m grader` grades like any
+other. Nothing else of the notebook reaches the grader: untagged cells are scratch space,
+files submitted beside the notebook are ignored, and only module names of the kit are
+accepted from the (student-editable) metadata.
+
+Cells holding a `### BEGIN SOLUTION` region are nbgrader solution cells (the region
+becomes a stub on release); the `# HINT:` lines of a region are moved above its begin
+marker so that they survive nbgrader's stub, as they survive `make starter`. After each
+module come its test cells, one per function: a visible check and a hidden one
+(grader/hidden_checks.py) inside nbgrader's hidden-test markers.
+
+    python -m grader.notebook build [--out DIR]        # the source notebooks
+    python -m grader.notebook extract NOTEBOOK... --out FOLDER
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.hidden_checks import HIDDEN
+from grader.net_cases import FUNCTIONS
+from nnkit.gemm import KERNELS
+from nnkit.submission import KIT_ROOT, NAMED
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+HINT = re.compile(r"^\s*# HINT:")
+TEST_POINTS = 1  # nbgrader points of each function's test cell
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One nbgrader assignment: a part of the course, as one notebook."""
+
+    name: str  # assignment id and notebook name
+    title: str
+    handout: str  # file under handouts/
+    modules: tuple[str, ...]
+
+
+ASSIGNMENTS: tuple[Assignment, ...] = (
+    Assignment("part1-gemm", "Part 1: GEMM kernels", "part1-gemm.md",
+               tuple(module for module, _ in KERNELS.values())),
+    Assignment("part2-network", "Part 2: the network", "part2-network.md",
+               ("net_1_kernels", "net_2_backprop")),
+)
+MODULES = {m for a in ASSIGNMENTS for m in a.modules}
+
+
+def checked_functions(module: str) -> list[str]:
+    """The functions of a module that get a test cell, in the order the grader lists them."""
+    return ([f for m, f in KERNELS.values() if m == module]
+            + [f for f, (m, _) in FUNCTIONS.items() if m == module])
+
+
+class NotebookError(ValueError):
+    """A file that is not a readable notebook."""
+
+
+# -- modules -> cells -------------------------------------------------------------------
+
+def split_module(source: str) -> list[str]:
+    """Cut a module at each run of two or more blank lines between top-level statements."""
+    lines = source.splitlines()
+    covered = set()
+    for node in ast.parse(source).body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        covered.update(range(first, node.end_lineno + 1))
+    cells, current, blanks = [], [], []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() and number not in covered:
+            blanks.append(line)
+            continue
+        if len(blanks) >= 2 and current:
+            cells.append("\n".join(current))
+            current = []
+        elif current:
+            current += blanks
+        blanks = []
+        current.append(line)
+    if current:
+        cells.append("\n".join(current))
+    return cells
+
+
+def join_cells(cells: list[str]) -> str:
+    """The module text of a module's cells (the inverse of split_module)."""
+    kept = [c.strip("\n") for c in cells if c.strip()]
+    return "\n\n\n".join(kept) + "\n" if kept else ""
+
+
+def hoist_hints(source: str) -> str:
+    """Move each solution region's `# HINT:` lines just above its begin marker."""
+    out: list[str] = []
+    region: list[str] | None = None
+    for line in source.splitlines(keepends=True):
+        if line.strip() == BEGIN:
+            region, marker = [], line
+        elif region is not None and line.strip() == END:
+            out += [h for h in region if HINT.match(h)] + [marker]
+            out += [c for c in region if not HINT.match(c)] + [line]
+            region = None
+        elif region is not None:
+            region.append(line)
+        else:
+            out.append(line)
+    return "".join(out)
+
+
+# -- notebooks --------------------------------------------------------------------------
+
+def _cell(kind: str, source: str, cell_id: str, nbgrader: dict | None = None,
+          module: str | None = None) -> dict:
+    cell: dict = {"cell_type": kind, "id": cell_id, "metadata": {}, "source": source}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    if nbgrader is not None:
+        cell["metadata"]["nbgrader"] = {"schema_version": 3, "grade": False, "solution": False,
+                                        "locked": False, **nbgrader}
+    if module is not None:
+        cell["metadata"]["nnkit"] = {"module": module}
+    return cell
+
+
+INTRO = """\
+# {title}
+
+How this notebook works:
+
+- Your code goes in the code cells under each module's heading. Those cells, in order,
+  *are* that module: the grader cuts them out of the notebook into `<module>.py` and grades
+  them as it grades a folder of modules. Cells you add yourself are scratch space and are
+  not graded: write helpers inside an existing cell of the module.
+- Run the setup cell first. The test cell after each module runs a few quick checks of
+  your functions; the grade also counts hidden checks and the full grader (`make check` in
+  the student kit).
+- The assignment text follows.
+
+---
+"""
+
+SETUP = """\
+# Run this cell first: it chooses the GPU or the CUDA simulator and lets a module's cells
+# import from the modules above them, as they will once graded.
+from nnkit.checks import check
+from nnkit.notebook import setup
+
+setup(globals(), {modules!r})"""
+
+
+def build_notebook(assignment: Assignment, solution: Path = NAMED["solution"],
+                   handouts: Path = KIT_ROOT / "handouts",
+                   modules: tuple[str, ...] | None = None) -> dict:
+    """The nbgrader source notebook of an assignment (solutions and hidden tests in it).
+    `modules` restricts it to some of the assignment's modules (for quick tests)."""
+    chosen = assignment.modules if modules is None else modules
+    intro = INTRO.format(title=assignment.title)
+    cells = [_cell("markdown", intro, "intro"),
+             _cell("markdown", (handouts / assignment.handout).read_text(), "handout"),
+             _cell("code", SETUP.format(modules=list(chosen)), "setup",
+                   {"locked": True, "grade_id": "setup"})]
+    for module in chosen:
+        cells.append(_cell("markdown", f"## `{module}.py`", f"{module}-title"))
+        text = hoist_hints((solution / f"{module}.py").read_text())
+        for n, chunk in enumerate(split_module(text)):
+            grade_id = f"{module}-{n}"
+            meta = {"solution": True, "grade_id": grade_id} if BEGIN in chunk else None
+            cells.append(_cell("code", chunk, grade_id, meta, module))
+        for function in checked_functions(module):
+            test = (f'check("{function}", {function})\n'
+                    "### BEGIN HIDDEN TESTS\n"
+                    f'check("{function}", {function}, {HIDDEN[function]!r})\n'
+                    "### END HIDDEN TESTS")
+            cells.append(_cell("code", test, f"test-{function}",
+                               {"grade": True, "locked": True, "points": TEST_POINTS,
+                                "grade_id": f"test-{function}"}))
+    return {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                        "language": "python"},
+                         "language_info": {"name": "python"}}}
+
+
+def write_notebook(notebook: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+# -- cells -> modules -------------------------------------------------------------------
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _module_of(cell: dict) -> str | None:
+    meta = cell.get("metadata") or {}
+    module = (meta.get("nnkit") or {}).get("module")
+    if module is None:  # metadata lost but nbgrader's cell id kept: "<module>-<n>"
+        grade_id = str((meta.get("nbgrader") or {}).get("grade_id", ""))
+        module = grade_id.rsplit("-", 1)[0] if "-" in grade_id else None
+    return module if module in MODULES else None  # never a path the student chose
+
+
+def notebook_modules(path: Path) -> dict[str, str]:
+    """Module name -> module text, from the tagged code cells of one notebook."""
+    try:
+        notebook = json.loads(Path(path).read_text())
+        cells = notebook["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise NotebookError(f"{path}: not a readable notebook ({err})") from err
+    parts: dict[str, list[str]] = {}
+    for cell in cells:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            module = _module_of(cell)
+            if module:
+                parts.setdefault(module, []).append(_source(cell))
+    return {module: join_cells(chunks) for module, chunks in parts.items()}
+
+
+def extract(notebooks: list[Path], dest: Path) -> list[str]:
+    """Write the modules of the notebooks into the folder dest; returns their names. A
+    module found in two notebooks is an error (the grader would see one of them only)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for path in notebooks:
+        for module, text in notebook_modules(path).items():
+            if module in written:
+                raise NotebookError(f"{module}.py is in both {written[module]} and {path}")
+            (dest / f"{module}.py").write_text(text)
+            written[module] = path
+    return sorted(written)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.notebook",
+                                     description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="write the source notebook of each part")
+    build.add_argument("--out", type=Path, default=KIT_ROOT / "build" / "notebooks")
+    ext = sub.add_parser("extract", help="write the modules of notebooks into a folder")
+    ext.add_argument("notebooks", nargs="+", type=Path)
+    ext.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        for assignment in ASSIGNMENTS:
+            path = args.out / f"{assignment.name}.ipynb"
+            write_notebook(build_notebook(assignment), path)
+            print(f"wrote {path}", file=sys.stderr)
+        return 0
+    try:
+        names = extract(args.notebooks, args.out)
+    except NotebookError as err:
+        print(f"grader.notebook: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {', '.join(n + '.py' for n in names) or 'nothing'} into {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
