@@ -27,9 +27,8 @@ class _NamespaceModule(ModuleType):
     def __getattr__(self, attr: str) -> Any:
         try:
             return self._namespace[attr]
-        except KeyError:
-            raise AttributeError(f"the notebook defines no {attr!r} yet: run the cells "
-                                 f"above this one first") from None
+        except KeyError:  # the import then says it cannot import the name
+            raise AttributeError(attr) from None
 
 
 def setup(namespace: dict[str, Any], modules: Iterable[str]) -> str:
