@@ -6,8 +6,9 @@
 
 VENV ?= .venv
 PY ?= $(VENV)/bin/python
-# Where nvidia-smi exists, the venv also gets CuPy so that kernels run on the GPU.
-EXTRAS ?= dev$(shell command -v nvidia-smi >/dev/null 2>&1 && echo ,gpu)
+# Where nvidia-smi exists, the venv also gets CuPy so that kernels run on the GPU; nbgrader
+# is there so that the tests exercise the notebook round trip.
+EXTRAS ?= dev,nbgrader$(shell command -v nvidia-smi >/dev/null 2>&1 && echo ,gpu)
 ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 endif
@@ -15,8 +16,10 @@ endif
 SUBMISSIONS ?=
 OUT ?= grades
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+COURSE ?= build/course
 
 .PHONY: help grade check test lint starter data train bench-gemm bench-train clean
+.PHONY: dist-student release sample-class autograde
 
 help:
 	@echo "make grade       grade the bundled example submissions (or SUBMISSIONS='dir ...')"
@@ -27,6 +30,10 @@ help:
 	@echo "make bench-gemm  GEMM kernels against cuBLAS (GPU)"
 	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
 	@echo "make starter     regenerate starter/ from solution/"
+	@echo "make dist-student  what students receive: build/dist/nnkit-student(.tar.gz)"
+	@echo "make release     nbgrader course in COURSE=build/course, assignments generated"
+	@echo "make sample-class  three sample submissions into COURSE/submitted/"
+	@echo "make autograde   nbgrader autograde + the kit's grader -> COURSE/gradebook.csv"
 	@echo "Options: PY=python3 (use an existing interpreter), OUT=grades, SUBMISSIONS=..."
 
 $(VENV)/.installed: pyproject.toml
@@ -50,6 +57,18 @@ lint: $(SETUP)
 
 starter: $(SETUP)
 	$(PY) -m grader.stubgen
+
+dist-student: $(SETUP)
+	$(PY) -m grader.dist --out build/dist
+
+release: $(SETUP)
+	$(PY) -m grader.nbcourse release --course $(COURSE)
+
+sample-class: $(SETUP)
+	$(PY) -m grader.nbcourse sample-class --course $(COURSE)
+
+autograde: $(SETUP)
+	$(PY) -m grader.nbcourse autograde --course $(COURSE) --jobs $(JOBS)
 
 data: $(SETUP)
 	$(PY) -m nnkit data
