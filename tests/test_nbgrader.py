@@ -1,6 +1,7 @@
-"""nbgrader round trip with a class of three: release -> submissions -> autograde ->
-gradebook. Kept to the naive GEMM so that it runs in about half a minute; the full course
-goes through the same code (`make release sample-class autograde`)."""
+"""nbgrader round trip with the sample class of three, and a fourth student whose notebook
+is not even JSON: release -> submissions -> autograde -> gradebook. Kept to the naive GEMM
+so that it runs in about half a minute; the full course goes through the same code
+(`make release sample-class autograde`)."""
 
 import csv
 import json
@@ -24,6 +25,9 @@ def course(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
     released = nbcourse.release(course, ["part1-gemm"], ["gemm_1_naive"])
     nbcourse.sample_class(course)
+    broken = course / "submitted" / "dave" / "part1-gemm" / "part1-gemm.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{not json")
     # An instructor drops the solution's module into source/ after the release: nbgrader
     # would copy it over bob's own file, were it not excluded from overwriting.
     shutil.copy(NAMED["solution"] / "gemm_1_naive.py",
@@ -47,7 +51,9 @@ def test_release_holds_stubs_and_visible_checks_only(course):
 
 def test_gradebook_has_the_right_scores(course):
     _, _, rows = course
-    expected = {"alice": ("1", "10"), "bob": ("0", "0"), "carol": ("0", "0")}
+    assert sorted(rows) == ["alice", "bob", "carol", "dave"]
+    expected = {"alice": ("1", "10"), "bob": ("0", "0"), "carol": ("0", "0"),
+                "dave": ("0", "0")}
     for student, (notebook, kit) in expected.items():
         row = rows[student]
         assert (row["nbgrader:part1-gemm"], row["kit:gemm.naive.correctness"]) == (notebook, kit)
