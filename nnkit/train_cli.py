@@ -6,6 +6,8 @@
     python -m nnkit train --impl starter --data sample --limit 200 --pool 4 --hidden 16 \\
         --batch 50 --epochs 2 --gemm naive                           (small enough for the
                                                                       CUDA simulator)
+    mpiexec -n 4 python -m nnkit train --mpi --impl solution ...    (Part 3: data parallel
+                                                                      over 4 MPI ranks)
 
 Prints the training loss and validation accuracy after every epoch, the test accuracy at
 the end, and with --save writes the parameters (W1, b1, W2, ...) and the settings to .npz.
@@ -22,6 +24,7 @@ import numpy as np
 
 from nnkit import dataset, network
 from nnkit.backend import select
+from nnkit.collectives import STRATEGIES
 from nnkit.submission import SubmissionError, resolve
 from nnkit.training import (
     GEMM_CHOICES,
@@ -77,6 +80,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--save", type=Path, default=None, help="write the parameters here (.npz)")
     p.add_argument("--force", action="store_true",
                    help="run even when the simulator would take very long")
+    mpi = p.add_argument_group("MPI (Part 3): mpiexec -n N python -m nnkit train --mpi ...")
+    mpi.add_argument("--mpi", action="store_true",
+                     help="train across the ranks of the MPI job (data parallel by default)")
+    mpi.add_argument("--reduce", choices=STRATEGIES, default="allreduce",
+                     help="how ranks combine: allreduce (allreduce_gradients), ring "
+                          "(ring_allreduce); butterfly and hopping mix models, with "
+                          "--average-every")
+    mpi.add_argument("--average-every", type=int, default=0, metavar="K",
+                     help="model averaging every K minibatches instead of gradient "
+                          "all-reduce (0: off)")
+    mpi.add_argument("--model-parallel", action="store_true",
+                     help="split W1 by rows and W2 by columns across the ranks (one hidden "
+                          "layer, --impl reference)")
     return p
 
 
@@ -96,6 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = TrainConfig(args.hidden, args.batch, args.epochs, args.lr, args.lam, args.loss,
                          args.seed)
+    if args.mpi:
+        try:
+            config.validate()
+        except ValueError as err:
+            print(f"nnkit train: {err}", file=sys.stderr)
+            return 2
+        from nnkit.mpi_train import main_mpi
+
+        return main_mpi(args, config)
     try:
         config.validate()
         if args.limit is not None and args.limit < 1:

@@ -1,0 +1,315 @@
+"""The kit's own MPI building blocks: the trusted twins of the Part 3 student functions,
+the reduce strategies compared with MPI's Allreduce, and a communicator that counts bytes.
+
+Strategies (Su, Chen and Morgan's list, with the kit's reading of the two mixing ones;
+the draft names them without defining them):
+
+- all-reduce: MPI's Allreduce, the exact weighted sum, however the library does it;
+- ring: reduce-scatter then all-gather between neighbours, exact, 2 (p - 1) / p of the
+  buffer sent by every rank;
+- butterfly mixing: at the t-th reduce, rank r averages its model with that of rank
+  r XOR 2^(t mod log2 p). One exchange of the whole buffer per reduce; log2 p reduces in a
+  row, with no update in between, give the exact average. p must be a power of two;
+- hopping ring: at the t-th reduce, rank r sends its model h = 2^(t mod ceil(log2 p))
+  ranks ahead on the ring and averages it with the one arriving from h ranks behind. One
+  message out and one in per reduce, for any p; for p a power of two, log2 p reduces in a
+  row give the exact average (hops 1, 2, 4, ... double the ranks mixed each time).
+
+The mixing strategies weigh both partners equally (they do not know each other's shard
+sizes); all-reduce and ring weigh each rank by its share of the rows.
+
+Nothing here imports numba or touches a GPU: arrays are host NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+EXACT = ("allreduce", "ring")
+MIXING = ("butterfly", "hopping")
+STRATEGIES = EXACT + MIXING
+
+# Calls that combine values across ranks: a ring written "with point-to-point messages"
+# must not use any of them.
+REDUCING_COLLECTIVES = frozenset({
+    "Allreduce", "allreduce", "Reduce", "reduce", "Reduce_scatter", "Reduce_scatter_block",
+    "Iallreduce", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block", "Scan", "Exscan",
+    "scan", "exscan", "Allreduce_init", "Reduce_init", "Reduce_local",
+})
+
+
+def split_counts(n: int, parts: int) -> list[int]:
+    """n items over `parts` owners, as even as possible, the first n % parts one more."""
+    base, extra = divmod(n, parts)
+    return [base + (1 if r < extra else 0) for r in range(parts)]
+
+
+def offsets(counts: list[int]) -> list[int]:
+    """Where each owner's block starts: the running sum of the counts before it."""
+    return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
+
+
+def scatter_batch(comm: Any, X: np.ndarray | None, labels: np.ndarray | None,
+                  root: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The kit's Scatterv of a minibatch's rows (same contract as the student's)."""
+    from mpi4py import MPI
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n, d = comm.bcast(X.shape if rank == root else None, root=root)
+    counts = split_counts(n, size)
+    starts = offsets(counts)
+    X_local = np.empty((counts[rank], d), dtype=np.float32)
+    labels_local = np.empty(counts[rank], dtype=np.int64)
+    send_x = send_y = None
+    if rank == root:
+        send_x = [np.ascontiguousarray(X, dtype=np.float32), [c * d for c in counts],
+                  [s * d for s in starts], MPI.FLOAT]
+        send_y = [np.ascontiguousarray(labels, dtype=np.int64), counts, starts, MPI.INT64_T]
+    comm.Scatterv(send_x, X_local, root=root)
+    comm.Scatterv(send_y, labels_local, root=root)
+    return X_local, labels_local
+
+
+def pack(arrays: list[np.ndarray], scale: float = 1.0) -> np.ndarray:
+    """One contiguous float32 buffer holding scale * every array, one after the other."""
+    flat = np.concatenate([np.asarray(a, dtype=np.float32).ravel() for a in arrays])
+    return flat * np.float32(scale) if scale != 1.0 else flat
+
+
+def unpack(flat: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
+    """Arrays shaped like `like`, cut from a buffer made by pack()."""
+    out, start = [], 0
+    for a in like:
+        out.append(flat[start:start + a.size].reshape(a.shape))
+        start += a.size
+    return out
+
+
+def allreduce_gradients(comm: Any, grads: list[np.ndarray], n_local: int,
+                        n_total: int) -> list[np.ndarray]:
+    """The kit's weighted gradient all-reduce: sum over ranks of (n_local / n_total) * grads."""
+    from mpi4py import MPI
+
+    flat = pack(grads, n_local / n_total)
+    comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
+    return unpack(flat, grads)
+
+
+def ring_allreduce(comm: Any, buffer: np.ndarray) -> None:
+    """The kit's ring all-reduce (reduce-scatter, then all-gather), in place, with Sendrecv."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size == 1:
+        return
+    bounds = offsets(split_counts(buffer.size, size)) + [buffer.size]
+    right, left = (rank + 1) % size, (rank - 1) % size
+    scratch = np.empty(bounds[1] - bounds[0], dtype=buffer.dtype)
+    for phase in (0, 1):  # 0: reduce-scatter (add), 1: all-gather (copy)
+        for step in range(size - 1):
+            out_chunk = (rank - step + phase) % size
+            in_chunk = (rank - step - 1 + phase) % size
+            part = buffer[bounds[in_chunk]:bounds[in_chunk + 1]]
+            got = scratch[:part.size]
+            tag = phase * size + step
+            comm.Sendrecv(buffer[bounds[out_chunk]:bounds[out_chunk + 1]], dest=right,
+                          sendtag=tag, recvbuf=got, source=left, recvtag=tag)
+            if phase == 0:
+                part += got
+            else:
+                part[...] = got
+
+
+def _exchange_and_average(comm: Any, buffer: np.ndarray, dest: int, source: int) -> None:
+    """buffer <- (buffer + the buffer of `source`) / 2, sending ours to `dest`."""
+    got = np.empty_like(buffer)
+    comm.Sendrecv(buffer, dest=dest, sendtag=77, recvbuf=got, source=source, recvtag=77)
+    buffer += got
+    buffer *= np.float32(0.5)
+
+
+def log2_ranks(size: int) -> int:
+    """ceil(log2 size): the number of hop lengths 1, 2, 4, ... below size."""
+    return max(1, (size - 1).bit_length())
+
+
+def butterfly_mix(comm: Any, buffer: np.ndarray, stage: int) -> None:
+    """One butterfly-mixing reduce: average with rank XOR 2^(stage mod log2 p), in place."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size == 1:
+        return
+    if size & (size - 1):
+        raise ValueError(f"butterfly mixing needs a power-of-two number of ranks, not {size}")
+    partner = rank ^ (1 << (stage % log2_ranks(size)))
+    _exchange_and_average(comm, buffer, partner, partner)
+
+
+def hopping_ring_mix(comm: Any, buffer: np.ndarray, stage: int) -> None:
+    """One hopping-ring reduce: send h ranks ahead, average with the model from h behind,
+    h = 2^(stage mod ceil(log2 p)); in place."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size == 1:
+        return
+    hop = 1 << (stage % log2_ranks(size))
+    _exchange_and_average(comm, buffer, (rank + hop) % size, (rank - hop) % size)
+
+
+def mix(strategy: str, comm: Any, buffer: np.ndarray, stage: int) -> None:
+    if strategy == "butterfly":
+        butterfly_mix(comm, buffer, stage)
+    elif strategy == "hopping":
+        hopping_ring_mix(comm, buffer, stage)
+    else:
+        raise ValueError(f"{strategy!r} is not a mixing strategy ({', '.join(MIXING)})")
+
+
+def simulate_mix(strategy: str, buffers: list[np.ndarray], stage: int) -> list[np.ndarray]:
+    """What mix() leaves on every rank, computed in one process from every rank's buffer
+    (the same float32 operations, so the same bits)."""
+    size = len(buffers)
+    if size == 1:
+        return [b.copy() for b in buffers]
+    if strategy == "butterfly":
+        if size & (size - 1):
+            raise ValueError(f"butterfly mixing needs a power-of-two number of ranks, not {size}")
+        source = [r ^ (1 << (stage % log2_ranks(size))) for r in range(size)]
+    elif strategy == "hopping":
+        hop = 1 << (stage % log2_ranks(size))
+        source = [(r - hop) % size for r in range(size)]
+    else:
+        raise ValueError(f"{strategy!r} is not a mixing strategy ({', '.join(MIXING)})")
+    out = []
+    for r in range(size):
+        mixed = buffers[r] + buffers[source[r]]
+        mixed *= np.float32(0.5)
+        out.append(mixed)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Counting what a rank sends
+
+
+def _nbytes(spec: Any) -> int:
+    """Bytes of an mpi4py buffer argument: an array, or [array, ...] / (array, ...)."""
+    if spec is None:
+        return 0
+    if isinstance(spec, list | tuple):
+        spec = spec[0]
+    try:
+        return int(np.asarray(spec).nbytes)
+    except (TypeError, ValueError):
+        return 0
+
+
+class CountingComm:
+    """A communicator that forwards every call to the real one and keeps a tally.
+
+    `calls` counts the methods used by name; `bytes_sent` adds up the payload this rank
+    hands to MPI: exact for point-to-point sends (Send, Isend, Ssend, Sendrecv); for the
+    collectives, the payload of the textbook algorithm: Scatterv and Bcast at the root,
+    the bytes leaving for the other ranks; Allreduce, 2 (p - 1) / p of the buffer, what a
+    ring sends (the library may choose another algorithm). Messages of Python objects
+    (lowercase calls such as bcast) are counted as calls only: they are small control data.
+    """
+
+    POINT_TO_POINT = ("Send", "Isend", "Ssend", "Bsend", "Rsend", "Issend")
+
+    def __init__(self, comm: Any):
+        self._comm = comm
+        self.calls: Counter[str] = Counter()
+        self.bytes_sent = 0
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._comm, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            self.bytes_sent += self._payload(name, args, kwargs)
+            return target(*args, **kwargs)
+
+        return call
+
+    def _payload(self, name: str, args: tuple, kwargs: dict) -> int:
+        size, rank = self._comm.Get_size(), self._comm.Get_rank()
+        first = args[0] if args else kwargs.get("buf", kwargs.get("sendbuf"))
+        if name in self.POINT_TO_POINT or name == "Sendrecv":
+            return _nbytes(first)
+        if name == "Allreduce":
+            buffer = args[1] if len(args) > 1 else kwargs.get("recvbuf")
+            return _nbytes(buffer) * 2 * (size - 1) // size
+        root_at = {"Bcast": 1, "Scatter": 2, "Scatterv": 2}.get(name)
+        if root_at is None:
+            return 0
+        root = args[root_at] if len(args) > root_at else kwargs.get("root", 0)
+        if rank != root or first is None:
+            return 0
+        if name == "Bcast":
+            return _nbytes(first) * (size - 1)
+        if name == "Scatterv" and isinstance(first, list | tuple) and len(first) >= 2:
+            counts = [int(c) for c in first[1]]
+            return (sum(counts) - counts[rank]) * np.asarray(first[0]).itemsize
+        return _nbytes(first) * (size - 1) // size
+
+
+# --------------------------------------------------------------------------------------
+# Starting MPI jobs
+
+
+def find_mpiexec() -> str | None:
+    """The mpiexec next to this interpreter (the venv's MPICH wheel), else the PATH's."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("mpiexec")
+
+
+def mpiexec_command(ranks: int, mpiexec: str | None = None) -> list[str]:
+    """[mpiexec, -n, ranks, ...] with the flags Open MPI needs to run more ranks than
+    cores (and as root); MPICH's Hydra needs none."""
+    mpiexec = mpiexec or find_mpiexec()
+    if mpiexec is None:
+        raise FileNotFoundError("no mpiexec: install the kit's environment (pip install "
+                                "mpich mpi4py) or load the site's MPI module")
+    command = [mpiexec, "-n", str(ranks)]
+    try:
+        version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
+                                 timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    if "Open MPI" in version or "OpenRTE" in version:
+        command.append("--oversubscribe")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            command.append("--allow-run-as-root")
+    return command
+
+
+# MPICH's ranks spin while they wait for a message. With these settings a waiting rank
+# soon sleeps instead (a little latency per message): on a machine with fewer cores than
+# ranks, or a small virtual machine, the spinning ranks otherwise slow the working ones.
+MPICH_YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "MPIR_CVAR_POLLS_BEFORE_YIELD": "10"}
+
+
+def rank_environment(base: dict[str, str] | None = None, polite: bool = False) -> dict[str, str]:
+    """The environment for a fresh MPI job started from this process: without the
+    variables of an MPI job we may be running in (a nested mpiexec would otherwise try to
+    join it), and one BLAS thread per rank so that ranks, not threads, share the cores.
+    polite: MPICH's waiting ranks yield their core (MPICH_YIELD, unless already set)."""
+    env = dict(os.environ if base is None else base)
+    for key in list(env):
+        if key.startswith(("PMI_", "PMIX_", "HYDRA_", "MPI_LOCAL", "OMPI_COMM_WORLD_")):
+            del env[key]
+    for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[key] = "1"
+    if polite:
+        for key, value in MPICH_YIELD.items():
+            env.setdefault(key, value)
+    return env
