@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from grader import examples, net_cases, part1, part2, report
+from grader import examples, mpi_cases, net_cases, part1, part2, part3, report
 from grader.results import FAIL, ItemResult, SubmissionResult
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
 from nnkit.backend import BackendError, select
@@ -26,7 +26,7 @@ from nnkit.progress import Progress
 from nnkit.submission import KIT_ROOT, NAMED
 
 EXAMPLES_DIR = KIT_ROOT / "build" / "examples"
-PARTS = ("gemm", "net")
+PARTS = ("gemm", "net", "mpi")
 
 
 def _submissions(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -68,9 +68,10 @@ def _safely(task: Task, config: Config) -> list[ItemResult]:
                 for i in task.item_ids]
 
 
-def _references(parts: list[str], config: Config, workroot: Path, on_gpu: bool) -> dict:
+def _references(parts: list[str], config: Config, workroot: Path, on_gpu: bool,
+                config_path: Path = DEFAULT_CONFIG) -> dict:
     """What every submission is measured against, computed once per grading run."""
-    refs: dict = {"gemm": None, "net": None}
+    refs: dict = {"gemm": None, "net": None, "mpi": None}
     if "gemm" in parts and on_gpu:
         print("Timing the solution and cuBLAS for reference ...", file=sys.stderr)
         refs["gemm"] = part1.measure_reference(config, workroot)
@@ -78,6 +79,10 @@ def _references(parts: list[str], config: Config, workroot: Path, on_gpu: bool) 
         plan = part2.training_plan(on_gpu)
         print(f"Training the CPU reference network: {plan.description} ...", file=sys.stderr)
         refs["net"] = part2.reference_or_error(on_gpu)
+    if "mpi" in parts:
+        print("Training the CPU reference for Part 3 (one process, and the serial model "
+              "averaging) ...", file=sys.stderr)
+        refs["mpi"] = part3.reference(part3.settings(config_path))
     return refs
 
 
@@ -95,6 +100,11 @@ def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, c
         tasks.append(Task("net training", ["net.agreement", "net.accuracy"],
                           partial(part2.grade_training, folder, workroot, config, on_gpu,
                                   refs["net"])))
+    if "mpi" in parts:
+        for item_id, (kind, _) in mpi_cases.ITEMS.items():
+            tasks.append(Task(f"mpi {kind}", [item_id],
+                              partial(part3.grade_item, item_id, folder, workroot, config,
+                                      refs["mpi"])))
     return tasks
 
 
@@ -159,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         workroot = Path(tmp)
         try:
-            references = _references(parts, config, workroot, backend.on_gpu)
+            references = _references(parts, config, workroot, backend.on_gpu, args.config)
         except (part1.ReferenceError, RuntimeError) as err:
             print(f"grader: {err}", file=sys.stderr)
             return 1

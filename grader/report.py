@@ -15,7 +15,7 @@ def _cell(points: float | None, max_points: float, status: str) -> str:
     return f"{points:g}/{max_points:g}"
 
 
-PART_TITLES = {"gemm": "Part 1, GEMM", "net": "Part 2, the network"}
+PART_TITLES = {"gemm": "Part 1, GEMM", "net": "Part 2, the network", "mpi": "Part 3, MPI"}
 
 
 def _header(item_id: str) -> str:
