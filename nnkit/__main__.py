@@ -5,6 +5,7 @@
     bench-gemm  GEMM kernels against cuBLAS: a table of GFLOP/s
     train       train the network on MNIST (reference, solution, starter or a folder)
     bench-train seconds per epoch: the GPU network with each GEMM against PyTorch
+    bench-mpi   MPI scaling: time per epoch, speedup and bytes sent over 1, 2, 4 ranks
 """
 
 from __future__ import annotations
@@ -71,8 +72,14 @@ def cmd_bench_train(argv: list[str]) -> int:
     return main(argv)
 
 
+def cmd_bench_mpi(argv: list[str]) -> int:
+    from nnkit.bench_mpi import main
+
+    return main(argv)
+
+
 COMMANDS = {"info": cmd_info, "data": cmd_data, "bench-gemm": cmd_bench_gemm,
-            "train": cmd_train, "bench-train": cmd_bench_train}
+            "train": cmd_train, "bench-train": cmd_bench_train, "bench-mpi": cmd_bench_mpi}
 
 
 def main(argv: list[str] | None = None) -> int:
