@@ -19,6 +19,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 COURSE ?= build/course
 
 .PHONY: help grade check test lint starter data train bench-gemm bench-train clean
+.PHONY: train-mpi bench-mpi
 .PHONY: dist-student release sample-class autograde
 
 help:
@@ -29,6 +30,8 @@ help:
 	@echo "make train       train the network (IMPL=reference|solution|starter|dir, ARGS=...)"
 	@echo "make bench-gemm  GEMM kernels against cuBLAS (GPU)"
 	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
+	@echo "make train-mpi   train across NP=2 MPI ranks (IMPL=..., ARGS=...)"
+	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...)"
 	@echo "make starter     regenerate starter/ from solution/"
 	@echo "make dist-student  what students receive: build/dist/nnkit-student(.tar.gz)"
 	@echo "make release     nbgrader course in COURSE=build/course, assignments generated"
@@ -83,6 +86,16 @@ bench-gemm: $(SETUP)
 
 bench-train: $(SETUP)
 	$(PY) -m nnkit bench-train --json results/bench_train.json
+
+# The mpiexec of the interpreter's environment (the MPICH wheel), else the PATH's (a site
+# MPI). Expanded when the recipe runs, after the environment exists.
+MPIEXEC ?= $(if $(wildcard $(dir $(PY))mpiexec),$(dir $(PY))mpiexec,mpiexec)
+NP ?= 2
+train-mpi: $(SETUP)
+	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
+
+bench-mpi: $(SETUP)
+	$(PY) -m nnkit bench-mpi --json results/bench_mpi.json --plot results/bench_mpi.png $(ARGS)
 
 clean:
 	rm -rf build grades results .pytest_cache
