@@ -57,9 +57,12 @@ def offsets(counts: list[int]) -> list[int]:
     return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
 
 
+# The bodies of the three trusted twins below are Part 3's answers: between solution
+# markers, so that the student kit ships them as stubs (grader/dist.py).
 def scatter_batch(comm: Any, X: np.ndarray | None, labels: np.ndarray | None,
                   root: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The kit's Scatterv of a minibatch's rows (same contract as the student's)."""
+    ### BEGIN SOLUTION
     from mpi4py import MPI
 
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -76,6 +79,7 @@ def scatter_batch(comm: Any, X: np.ndarray | None, labels: np.ndarray | None,
     comm.Scatterv(send_x, X_local, root=root)
     comm.Scatterv(send_y, labels_local, root=root)
     return X_local, labels_local
+    ### END SOLUTION
 
 
 def pack(arrays: list[np.ndarray], scale: float = 1.0) -> np.ndarray:
@@ -96,15 +100,18 @@ def unpack(flat: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
 def allreduce_gradients(comm: Any, grads: list[np.ndarray], n_local: int,
                         n_total: int) -> list[np.ndarray]:
     """The kit's weighted gradient all-reduce: sum over ranks of (n_local / n_total) * grads."""
+    ### BEGIN SOLUTION
     from mpi4py import MPI
 
     flat = pack(grads, n_local / n_total)
     comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
     return unpack(flat, grads)
+    ### END SOLUTION
 
 
 def ring_allreduce(comm: Any, buffer: np.ndarray) -> None:
     """The kit's ring all-reduce (reduce-scatter, then all-gather), in place, with Sendrecv."""
+    ### BEGIN SOLUTION
     rank, size = comm.Get_rank(), comm.Get_size()
     if size == 1:
         return
@@ -124,6 +131,7 @@ def ring_allreduce(comm: Any, buffer: np.ndarray) -> None:
                 part += got
             else:
                 part[...] = got
+    ### END SOLUTION
 
 
 def _exchange_and_average(comm: Any, buffer: np.ndarray, dest: int, source: int) -> None:
