@@ -8,6 +8,8 @@ The distribution holds:
   grader/      the grader's student side, so that `make check` grades as the instructors
                do (its checks are not secret; the Part 1 speed items, scored against the
                solution, are reported as not graded there: see grader/student.py)
+               In nnkit/ and grader/, solution-marked regions (the kit's own copies of
+               student functions) ship as stubs, as in starter/.
   handouts/    the assignment texts
   tests/       the visible tests (`make test`), README.md, Makefile, pyproject.toml
 
@@ -28,7 +30,7 @@ import tarfile
 from pathlib import Path
 
 from grader.hidden_checks import HIDDEN
-from grader.stubgen import BEGIN, END, HINT, expected_files
+from grader.stubgen import BEGIN, END, HINT, expected_files, stub_source
 from nnkit.submission import KIT_ROOT
 
 NAME = "nnkit-student"
@@ -66,6 +68,7 @@ def build(out: Path = KIT_ROOT / "build" / "dist", kit: Path = KIT_ROOT) -> tupl
     shutil.copytree(kit / "nnkit", root / "nnkit", ignore=SKIP)
     shutil.copytree(kit / "handouts", root / "handouts", ignore=SKIP)
     _copy_grader(kit, root / "grader")
+    stubbed = stub_kit_answers(root)
     for name in ("README.md", "Makefile"):
         shutil.copy(student_files / name, root / name)
     # The kit's own pyproject: the same pins, package data and tool settings.
@@ -74,10 +77,24 @@ def build(out: Path = KIT_ROOT / "build" / "dist", kit: Path = KIT_ROOT) -> tupl
     shutil.copy(student_files / "test_visible.py", root / "tests" / "test_visible.py")
     (root / "tests" / "__init__.py").write_text("")
     assert_no_leak(root, solution)
+    if stubbed:
+        print(f"stubbed the solution regions of {', '.join(stubbed)}", file=sys.stderr)
     archive = out / f"{NAME}.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(root, arcname=NAME)
     return root, archive
+
+
+def stub_kit_answers(root: Path) -> list[str]:
+    """The kit's own copies of student functions (say, nnkit/collectives.py's trusted
+    twins of Part 3) carry solution markers too: ship them as stubs, as in starter/."""
+    stubbed = []
+    for path in sorted([*(root / "nnkit").rglob("*.py"), *(root / "grader").rglob("*.py")]):
+        text = path.read_text()
+        if BEGIN in text:
+            path.write_text(stub_source(text, str(path)))
+            stubbed.append(path.relative_to(root).as_posix())
+    return stubbed
 
 
 def solution_regions(solution: Path) -> list[list[str]]:

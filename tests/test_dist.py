@@ -14,6 +14,7 @@ import pytest
 from grader import dist, part1
 from grader.hidden_checks import HIDDEN
 from grader.results import NOT_GRADED, ItemResult
+from grader.stubgen import stub_source
 from grader.student import NO_SOLUTION, without_solution
 from nnkit.checks import VISIBLE, check
 from nnkit.submission import NAMED, load_function
@@ -72,6 +73,20 @@ def test_no_solution_and_no_hidden_check_ships(built):
     with tarfile.open(archive) as tar:
         names = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
     assert names == shipped
+
+
+def test_kit_copies_of_student_functions_ship_as_stubs(built, tmp_path):
+    kit, root, _ = built
+    marked = [p for p in (kit / "nnkit").rglob("*.py") if "### BEGIN SOLUTION" in p.read_text()]
+    for path in marked:
+        shipped = root / path.relative_to(kit)
+        assert shipped.read_text() == stub_source(path.read_text())
+    # And the mechanism itself, on a planted file.
+    copy = shutil.copytree(root, tmp_path / "copy")
+    (copy / "nnkit" / "twin.py").write_text(
+        "def f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
+    assert dist.stub_kit_answers(copy) == ["nnkit/twin.py"]
+    assert "42" not in (copy / "nnkit" / "twin.py").read_text()
 
 
 def test_the_leak_scan_finds_planted_secrets(built, tmp_path):
