@@ -1,7 +1,10 @@
-"""Running one job of a submission in its own process, with a time limit.
+"""Running one job of a submission in its own process, sandboxed, with a time limit.
 
-The worker starts in a fresh process group from a throw-away copy of the submission, so a
-crash, hang or stray file costs that job only; on timeout the whole group is killed.
+The worker runs from a throw-away copy of the submission, in a fresh session and process
+group, under grader/sandbox.py's confinement (a uid of its own, namespaces and resource
+limits, as far as the machine allows). When it ends or runs out of time, every process of
+the job is killed, and only then are its results copied, as plain files, to a folder the
+job never had access to: the grader reads them from there.
 """
 
 from __future__ import annotations
@@ -9,21 +12,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nnkit.submission import KIT_ROOT
+from grader import sandbox
 
 OUTPUT_TAIL = 3000  # characters of the worker's output kept for the feedback
 
 
 @dataclass
 class WorkerRun:
-    outdir: Path
+    outdir: Path  # the results, copied out of the job's reach once it ended
     returncode: int | None
     timed_out: bool
     output_tail: str
@@ -34,71 +38,99 @@ class WorkerRun:
         """Why results may be missing, in words for the feedback."""
         if self.timed_out:
             return f"stopped after the {limit:g} s time limit"
+        if self.returncode == sandbox.SETUP_FAILED:
+            return f"the grader could not start the sandbox: {self._last_line()}"
         if self.returncode not in (0, None):
-            tail = self.output_tail.strip().splitlines()[-1:] or ["no output"]
-            return f"the worker process died (exit status {self.returncode}): {tail[0][:300]}"
+            reason = f"the worker process died (exit status {self.returncode}): "
+            if self.returncode == -9:
+                reason += "killed (out of memory?); "
+            return reason + self._last_line()
         if not (self.outdir / "done").exists():
             return "the worker stopped early (the submission ended the process)"
         return "the worker finished without producing it"
 
+    def _last_line(self) -> str:
+        tail = self.output_tail.strip().splitlines()[-1:] or ["no output"]
+        line = tail[0][:300]
+        if "MemoryError" in line:
+            line += f" (memory limit: {sandbox.limits_text(sandbox.current())})"
+        return line
+
 
 def copy_submission(src: Path, dest: Path) -> Path:
     """A private working copy of the submission's Python files and data."""
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"),
+                    symlinks=True)
     return dest
 
 
 def worker_env(on_gpu: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "NUMBA_"))}
-    # The kit first; then whatever the grading machine itself needs on the path.
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env["NNKIT_DEVICE"] = "gpu" if on_gpu else "sim"  # the worker runs where the grader decided
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    """The worker's environment (clean: see grader/sandbox.py), for a job in the current
+    folder."""
+    return sandbox.clean_env(sandbox.current(), on_gpu, Path.cwd(), sandbox.staged_kit())
 
 
-def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool) -> WorkerRun:
-    """Run grader.worker on `job` inside workdir; the job's outdir is created there."""
+_announced = threading.Event()
+
+
+def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
+               launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
+               extra_env: dict[str, str] | None = None) -> WorkerRun:
+    """Run `module` (a grader/worker*.py) on `job` inside workdir; the job's outdir is
+    created there. launcher goes before the interpreter (say, mpiexec's command: every
+    process it starts is confined and killed with the job alike); extra_env is added to
+    the clean environment."""
+    settings = sandbox.current()
+    caps = sandbox.capabilities(settings, on_gpu)
+    if not _announced.is_set():
+        _announced.set()
+        print(f"sandbox: {caps.describe(settings)}", file=sys.stderr)
+    workdir = Path(workdir).resolve()
     outdir = workdir / "out"
     outdir.mkdir(parents=True, exist_ok=True)
-    job = {**job, "outdir": str(outdir)}
+    memory = (settings.memory_mb_gpu if on_gpu else settings.memory_mb_simulator
+              ) if caps.memory_limit else 0
+    job = {**job, "outdir": str(outdir),
+           "limits": {"memory_mb": memory, "processes": settings.processes,
+                      "file_mb": settings.file_mb}}
+    if not on_gpu and settings.thread_stack_kb:
+        job["thread_stack_kb"] = settings.thread_stack_kb
     job_file = workdir / "job.json"
     job_file.write_text(json.dumps(job))
     cwd = Path(job["submission"]) if job.get("submission") else workdir
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "grader.worker", str(job_file)],
-        cwd=cwd,
-        env=worker_env(on_gpu),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    # -P: the working folder (the submission) is not put first on the path, where its
+    # modules would stand in for the kit's and the libraries'.
+    argv = [*launcher, sys.executable, "-P", "-m", module, str(job_file)]
     timed_out = False
-    start = time.perf_counter()
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid)
-        output, _ = proc.communicate()
-    _kill_group(proc.pid)  # anything the submission left running in the background
-    seconds = time.perf_counter() - start
+    with sandbox.Sandbox(settings, caps, workdir, on_gpu) as box:
+        box.env.update(extra_env or {})
+        log_path = box.private / "output.log"
+        with open(log_path, "wb") as log:
+            start = time.perf_counter()
+            proc = subprocess.Popen(box.command(argv, cwd), cwd=workdir, env=box.env,
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            box.kill(proc)  # also anything the submission left running in the background
+            proc.wait()
+            seconds = time.perf_counter() - start
+        results = box.collect(outdir, Path(tempfile.mkdtemp(
+            prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
+        text = _tail(log_path)
     backend = None
-    status = outdir / "worker.json"
+    status = results / "worker.json"
     if status.exists():
         try:
             backend = json.loads(status.read_text()).get("backend")
         except (ValueError, AttributeError):
             backend = None
-    text = output.decode(errors="replace")
-    return WorkerRun(outdir, proc.returncode, timed_out, text[-OUTPUT_TAIL:], backend, seconds)
+    return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds)
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _tail(path: Path) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - 4 * OUTPUT_TAIL))
+        return f.read().decode(errors="replace")[-OUTPUT_TAIL:]

@@ -7,6 +7,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import sandbox
+
 DEFAULT_CONFIG = Path(__file__).with_name("config.toml")
 
 
@@ -24,6 +26,7 @@ class Config:
     seconds_gpu: float
     seconds_simulator: float
     findings_fail: bool  # does a race or negative index found in the simulator fail a case?
+    static_scan_fails: bool = True  # does a library product seen in the source fail the item?
 
     def points(self, item: str) -> float:
         return float(self.items[item]["points"])
@@ -45,7 +48,9 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             seconds_gpu=float(limits["seconds_gpu"]),
             seconds_simulator=float(limits["seconds_simulator"]),
             findings_fail=bool(raw.get("checks", {}).get("simulator_findings_fail", True)),
+            static_scan_fails=bool(raw.get("anticheat", {}).get("static_scan_fails", True)),
         )
+        sandbox_settings = sandbox.Settings.from_config(raw.get("sandbox", {}))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{path}: {type(err).__name__}: {err}") from None
     if not 0 < config.full_at < config.zero_at:
@@ -55,6 +60,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     for item, spec in config.items.items():
         if not isinstance(spec, dict) or float(spec.get("points", -1)) < 0:
             raise ConfigError(f"{path}: item {item} needs points >= 0")
+    # Workers started by this process run under the sandbox settings of the config loaded.
+    sandbox.use(sandbox_settings)
     return config
 
 
