@@ -8,12 +8,16 @@ Traps set for every case:
   multiplies the old C by zero (0 * NaN = NaN), is caught;
 - "guarded" cases put A, B and C inside larger buffers whose border is NaN (A, B) or a
   sentinel (C), and pass views of the interior: on the GPU, where indexing is unchecked,
-  a read past the edge turns the result into NaN and a write past it changes the border.
+  a read past the edge turns the result into NaN and a write past it changes the border;
+- a "reuse" case runs in the buffers of the case before it (same shapes, same device
+  memory), refilled with new values: a launcher that caches or replays its last result
+  returns the old answer. Timed calls likewise get a new A before each call (see
+  `perturbed_a`), and a sample of every timed call's C is checked.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -34,13 +38,15 @@ class GemmCase:
     trans_b: bool = False
     guard: bool = False
     seed: int = 0
+    reuse: bool = False  # run in the previous case's buffers, refilled (see module doc)
 
     def label(self) -> str:
         form = {(False, False): "AB", (True, False): "AᵀB", (False, True): "ABᵀ"}.get(
             (self.trans_a, self.trans_b), "AᵀBᵀ"
         )
         text = f"{self.M}x{self.N}x{self.K} {form} α={self.alpha:g} β={self.beta:g}"
-        return text + (" guarded" if self.guard else "")
+        text += " guarded" if self.guard else ""
+        return text + (", again in the same buffers with new values" if self.reuse else "")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -93,14 +99,36 @@ GPU_SHAPES = SIMULATOR_SHAPES + SIMULATOR_LONG_K["naive"] + [
 PERF_SHAPES = [(800, 1000, 784), (800, 10, 1000), (2048, 2048, 2048)]
 
 
+REPLAY_AFTER = 1  # the 17x5x3 case is called a second time, in its own buffers
+REPLAY_SEED = 199
+
+
 def correctness_cases(on_gpu: bool, kernel: str) -> list[GemmCase]:
-    if on_gpu:
-        return _cases(GPU_SHAPES, seed0=100)
-    return _cases(SIMULATOR_SHAPES + SIMULATOR_LONG_K[kernel], seed0=100)
+    shapes = GPU_SHAPES if on_gpu else SIMULATOR_SHAPES + SIMULATOR_LONG_K[kernel]
+    cases = _cases(shapes, seed0=100)
+    again = replace(cases[REPLAY_AFTER], seed=REPLAY_SEED, reuse=True)
+    return cases[:REPLAY_AFTER + 1] + [again] + cases[REPLAY_AFTER + 1:]
 
 
 def perf_cases() -> list[GemmCase]:
     return [GemmCase(M, N, K, 2.0, 5.0, seed=900 + n) for n, (M, N, K) in enumerate(PERF_SHAPES)]
+
+
+SAMPLES = 1024  # elements of C checked after every timed call
+
+
+def perturbed_a(A_buf: np.ndarray, call: int) -> np.ndarray:
+    """A as given to timed call number `call` (warm-up calls included): scaled by
+    1 + (call + 1)/64, so that no two calls see the same operands and a replayed result is
+    wrong. Both sides compute it with the same float32 product, bit for bit."""
+    return A_buf * np.float32(1.0 + (call + 1) / 64.0)
+
+
+def sample_positions(case: GemmCase) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the elements of C sampled after each timed call."""
+    rng = np.random.default_rng(case.seed + 7)
+    flat = rng.choice(case.M * case.N, size=min(SAMPLES, case.M * case.N), replace=False)
+    return np.divmod(np.sort(flat), case.N)
 
 
 @dataclass

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.cases import GemmCase, Operands, build_operands
-from nnkit.gemm_reference import error_bound, reference
+from grader.cases import GemmCase, Operands, build_operands, perturbed_a, sample_positions
+from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, error_bound, gamma, reference
 from nnkit.timing import Timings, best
 
 
@@ -92,8 +92,10 @@ def _describe_finding(f: dict) -> str:
 
 
 def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
-               findings_fail: bool = True) -> CaseOutcome:
-    """The verdict on correctness case n; `stopped` says why a missing result is missing."""
+               findings_fail: bool = True, previous: GemmCase | None = None) -> CaseOutcome:
+    """The verdict on correctness case n; `stopped` says why a missing result is missing.
+    For a case that reuses the buffers of `previous`, a wrong C that is the previous
+    case's answer is reported as a replayed result."""
     label = case.label()
     err_file, npz_file = outdir / f"case-{n}.err", outdir / f"case-{n}.npz"
     if err_file.exists():
@@ -110,6 +112,10 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
         if not _same_bits(before, after):
             return CaseOutcome(label, False, f"modified its input {name}")
     passed, message, ratio = compare_result(case, ops, C_after)
+    if not passed and previous is not None and case.reuse:
+        if compare_result(previous, build_operands(previous), C_after)[0]:
+            message = ("returned the previous call's result for new operands in the same "
+                       "buffers: results must not be cached or replayed between calls")
     found = read_findings(outdir / f"case-{n}.findings.json")
     outcome = CaseOutcome(label, passed, message, ratio,
                           figures={"simulator_findings": found} if found else {})
@@ -137,20 +143,54 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str) -> PerfOutcom
         raw = json.loads((outdir / f"perf-{n}.json").read_text())
         timings = Timings(_positive_floats(raw["host"]), _positive_floats(raw["device"]))
         with np.load(outdir / f"perf-{n}.npz", allow_pickle=False) as data:
-            C_after = data["C"]
+            C_after, samples = data["C"], data["samples"]
     except FileNotFoundError:
         return PerfOutcome(label, None, f"no timing ({stopped})")
     except (OSError, ValueError, KeyError, TypeError) as err:
         return PerfOutcome(label, None, f"unreadable timing ({err})")
+    ops = build_operands(case)
+    calls = samples.shape[0] if samples.ndim == 2 else 0
+    wrong = check_samples(case, ops, samples, max(calls, len(timings.host)))
+    if wrong:
+        return PerfOutcome(label, None, wrong)
+    last = Operands(perturbed_a(ops.A_buf, calls - 1), ops.B_buf, ops.C_buf, ops.interior)
+    passed, message, _ = compare_result(case, last, C_after)
+    if not passed:
+        return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
     if timings.device is None:
         return PerfOutcome(label, None, "no GPU timings")
     if timings.escaped_events():
         return PerfOutcome(label, None, "work ran outside the timed stream (host time "
                            f"{min(timings.host):.2e} s, GPU time {min(timings.device):.2e} s)")
-    passed, message, _ = compare_result(case, build_operands(case), C_after)
-    if not passed:
-        return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
     return PerfOutcome(label, best(timings.counted), "ok")
+
+
+def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int) -> str:
+    """'' when the sampled elements of C after every timed call (warm-up included) are
+    right for the A that call was given, else what is wrong."""
+    rows, cols = sample_positions(case)
+    if samples.shape != (calls, rows.size) or samples.dtype != np.float32 or calls < 1:
+        return f"expected samples of C after each of {calls} calls, got {samples.dtype}" \
+               f"{samples.shape}"
+    _, B, C = ops.views()
+    opB = (B.T if case.trans_b else B).astype(np.float64)[:, cols]
+    C64 = C.astype(np.float64)[rows, cols]
+    alpha, beta = as_float32_scalar(case.alpha), as_float32_scalar(case.beta)
+    K = opB.shape[0]
+    for call in range(calls):
+        A = ops.views((perturbed_a(ops.A_buf, call), ops.B_buf, ops.C_buf))[0]
+        opA = (A.T if case.trans_a else A).astype(np.float64)[rows]
+        ref = alpha * np.einsum("sk,ks->s", opA, opB)
+        magnitude = abs(alpha) * np.einsum("sk,ks->s", np.abs(opA), np.abs(opB))
+        if beta != 0.0:  # with beta = 0, C is NaN and must not be read
+            ref, magnitude = ref + beta * C64, magnitude + abs(beta) * np.abs(C64)
+        bound = gamma(K + 2) * magnitude + (K + 2) * FLT_MIN
+        bad = ~(np.abs(samples[call].astype(np.float64) - ref) <= bound)
+        if bad.any():
+            return (f"timed call {call + 1} of {calls} computed a wrong C ({int(bad.sum())} of "
+                    f"{rows.size} sampled elements; every call gets a new A, so a result "
+                    "cached or replayed from an earlier call is wrong)")
+    return ""
 
 
 def _positive_floats(values: object) -> list[float] | None:

@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import anticheat
 from grader.cases import GemmCase, correctness_cases, perf_cases
 from grader.gemm_checks import check_case, check_perf
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
@@ -79,7 +80,8 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     load_error = run.outdir / "load.err"
     if load_error.exists():
         stopped = "could not load the module: " + load_error.read_text()
-    outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail)
+    outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail,
+                           previous=cases[n - 1] if c.reuse and n else None)
                 for n, c in enumerate(cases)]
     correct = all(o.passed for o in outcomes)
     item_id = f"gemm.{kernel}.correctness"
@@ -92,12 +94,28 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
         first = failures[0]
         message = (f"{len(failures)} of {len(outcomes)} cases fail; "
                    f"first: {first.label}: {first.message}")
+    # A library product where the GEMM must be hand-written: called (the worker's traps)
+    # or written in the source (the scan, here, of the submitted files themselves).
+    called = anticheat.read_hits(run.outdir)
+    written = anticheat.scan(submission, KERNELS[kernel][0])
+    figures = {"worker_seconds": round(run.seconds, 2)}
+    if called or (written and config.static_scan_fails):
+        correct = False
+        found = anticheat.summary(called or written)
+        message = (f"uses a library matrix product where the GEMM must be hand-written: "
+                   f"{found}" + (f"; {message}" if failures else ""))
+    elif written:
+        message += ("; note: the source names a library matrix product, not counted here: "
+                    + anticheat.summary(written))
+    if called or written:
+        figures["library_products"] = {"called": [f.describe() for f in called],
+                                       "in_source": [f.describe() for f in written]}
     correctness = ItemResult(
         item_id, config.title(item_id), config.points(item_id),
         config.points(item_id) if correct else 0.0, PASS if correct else FAIL, message,
         checks=[{"case": o.label, "passed": o.passed, "message": o.message,
                  "worst_error_over_bound": o.worst_error_ratio} for o in outcomes],
-        figures={"worker_seconds": round(run.seconds, 2)},
+        figures=figures,
     )
     return [correctness, _performance(kernel, correct, run, perf, config, reference)]
 

@@ -4,15 +4,18 @@ import json
 
 import numpy as np
 
-from grader.cases import GemmCase, build_operands
+from grader.cases import GemmCase, Operands, build_operands, perturbed_a, sample_positions
 from grader.gemm_checks import check_case, check_perf
 from nnkit.gemm_reference import reference
 
 CASE = GemmCase(5, 7, 9, 2.0, 5.0, guard=True, seed=3)
 
 
-def _correct_c(case):
+def _correct_c(case, call=None):
+    """The operands and a right C; for timed call number `call`, with its new A."""
     ops = build_operands(case)
+    if call is not None:
+        ops = Operands(perturbed_a(ops.A_buf, call), ops.B_buf, ops.C_buf, ops.interior)
     A, B, C = ops.views()
     C_buf = ops.C_buf.copy()
     C_buf[ops.interior] = reference(A, B, C, case.alpha, case.beta).astype(np.float32)
@@ -60,27 +63,46 @@ def test_missing_result_says_why(tmp_path):
     assert not outcome.passed and "time limit" in outcome.message
 
 
-def _write_perf(tmp_path, C_buf, host, device):
-    np.savez(tmp_path / "perf-0.npz", C=C_buf)
+def _samples(calls, replay=False):
+    """What the worker keeps of C after each timed call: right values for each call's A
+    (or, replaying, the first call's values every time)."""
+    rows, cols = sample_positions(CASE)
+    picks = []
+    for n in range(calls):
+        ops, C_buf = _correct_c(CASE, 0 if replay else n)
+        picks.append(C_buf[ops.interior][rows, cols])
+    return np.stack(picks)
+
+
+def _write_perf(tmp_path, C_buf, host, device, samples=None):
+    samples = _samples(len(host)) if samples is None else samples
+    np.savez(tmp_path / "perf-0.npz", C=C_buf, samples=samples)
     (tmp_path / "perf-0.json").write_text(json.dumps({"host": host, "device": device}))
 
 
 def test_perf_counts_the_gpu_time(tmp_path):
-    _, C_buf = _correct_c(CASE)
+    _, C_buf = _correct_c(CASE, call=1)
     _write_perf(tmp_path, C_buf, [3e-4, 2e-4], [1e-4, 2e-4])
     assert check_perf(CASE, tmp_path, 0, "").seconds == 1e-4
 
 
 def test_perf_rejects_work_outside_the_events(tmp_path):
-    _, C_buf = _correct_c(CASE)
+    _, C_buf = _correct_c(CASE, call=1)
     _write_perf(tmp_path, C_buf, [0.05, 0.05], [1e-5, 1e-5])
     outcome = check_perf(CASE, tmp_path, 0, "")
     assert outcome.seconds is None and "outside the timed stream" in outcome.message
 
 
 def test_perf_rejects_wrong_results_and_bad_numbers(tmp_path):
-    ops, C_buf = _correct_c(CASE)
+    ops, C_buf = _correct_c(CASE, call=0)
     _write_perf(tmp_path, ops.C_buf, [1e-4], [1e-4])  # C never computed
     assert "wrong C" in check_perf(CASE, tmp_path, 0, "").message
     _write_perf(tmp_path, C_buf, [1e-4], [-1.0])
     assert "unreadable timing" in check_perf(CASE, tmp_path, 0, "").message
+
+
+def test_perf_rejects_a_replayed_result(tmp_path):
+    _, C_buf = _correct_c(CASE, call=2)  # the last call right, the one before replayed
+    _write_perf(tmp_path, C_buf, [1e-4] * 3, [1e-4] * 3, samples=_samples(3, replay=True))
+    message = check_perf(CASE, tmp_path, 0, "").message
+    assert "timed call 2 of 3 computed a wrong C" in message and "replayed" in message
