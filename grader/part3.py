@@ -1,10 +1,10 @@
 """Part 3: grading the MPI functions, from what the ranks of an MPI job wrote.
 
-Each item runs as one MPI job (`mpiexec -n 4 python -m grader.worker_mpi`), started here
-in a session of its own from a private copy of the submission, under a wall-clock limit.
-A job that outlives it (typically a deadlock: every rank waiting for a message no rank
-sends) is killed with all its processes; the item fails with the case it was stuck in,
-and the other items and submissions are graded as usual.
+Each item runs as one MPI job (`mpiexec -n 4 python -m grader.worker_mpi`) from a private
+copy of the submission, as a sandboxed worker of grader/runner.py under a wall-clock
+limit. A job that outlives it (typically a deadlock: every rank waiting for a message no
+rank sends) is killed with all its processes; the item fails with the case it was stuck
+in, and the other items and submissions are graded as usual.
 
 Part 3 runs on CPU ranks everywhere, with the CPU reference network computing each rank's
 gradients: only the submission's MPI functions are graded here, so a Part 2 bug costs
@@ -29,13 +29,7 @@ smallest normal float32 for results that underflow):
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +41,7 @@ from grader.results import FAIL, NOT_GRADED, PASS, ItemResult
 from grader.scoring import DEFAULT_CONFIG, Config
 from nnkit import dataset, network
 from nnkit.collectives import (
+    MPICH_YIELD,
     REDUCING_COLLECTIVES,
     find_mpiexec,
     mpiexec_command,
@@ -55,11 +50,9 @@ from nnkit.collectives import (
     split_counts,
 )
 from nnkit.gemm_reference import FLT_MIN, gamma
-from nnkit.submission import KIT_ROOT
 
 AGREEMENT_TOL = 1e-4  # Part 2's criterion (CME 213: relative max-norm, 100 * 1e-6)
 DEFAULT_SECONDS = 90.0  # per MPI job; the solution's jobs take a few seconds each
-OUTPUT_TAIL = 3000
 
 
 @dataclass
@@ -113,91 +106,28 @@ class MpiRun:
         return "no result written"
 
 
-def _descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, start time) of every process below pid, from /proc (Linux; [] elsewhere)."""
-    children: dict[int, list[tuple[int, str]]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        children.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child[0])
-    return found
-
-
-def _kill_job(proc: subprocess.Popen) -> None:
-    """Stop mpiexec and every process it started. Hydra puts each rank in a session of
-    its own, so killing mpiexec's process group is not enough: ask mpiexec to clean up,
-    then kill whatever of the job's process tree is left, by pid (checking each process's
-    start time, so that a recycled pid is never hit)."""
-    tree = _descendants(proc.pid)
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            pass
-    for pid, started in tree:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            if stat[stat.rindex(")") + 2:].split()[19] == started:
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def mpi_env() -> dict[str, str]:
-    """The ranks' environment: the kit on the path, no MPI variables of an enclosing job,
-    one BLAS thread per rank, waiting ranks that yield their core (4 ranks share the
-    grading machine's cores with other jobs), the simulator as the (unused) device."""
-    env = {k: v for k, v in rank_environment(polite=True).items()
-           if not k.startswith(("PYTHON", "NUMBA_"))}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env["NNKIT_DEVICE"] = "sim"  # MPI grading computes on the host; no rank needs CUDA
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    """What the ranks get on top of the sandbox's clean environment: one BLAS thread per
+    rank, and waiting ranks that yield their core (4 ranks share the grading machine's
+    cores with other jobs)."""
+    env = rank_environment(polite=True)
+    keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", *MPICH_YIELD)
+    return {k: env[k] for k in keys}
 
 
 def run_mpi_job(job: dict, workdir: Path, ranks: int, timeout: float,
                 mpiexec: str | None = None) -> MpiRun:
-    """Run grader.worker_mpi on `job` with `ranks` processes, from job['submission']."""
-    workdir = Path(workdir).resolve()
-    outdir = workdir / "out"
-    outdir.mkdir(parents=True, exist_ok=True)
-    job_file = workdir / "job.json"
-    job_file.write_text(json.dumps({**job, "outdir": str(outdir)}))
-    # -P: the submission's folder (the working folder) does not go first on the path,
-    # where a file of it could stand in for a module of the kit or a library.
-    argv = [*mpiexec_command(ranks, mpiexec), sys.executable, "-P", "-m",
-            "grader.worker_mpi", str(job_file)]
-    log_path = workdir / "output.log"
-    timed_out = False
-    with open(log_path, "wb") as log:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=job["submission"], env=mpi_env(),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        _kill_job(proc)  # after a timeout, and anything left behind otherwise
-        proc.wait()
-        seconds = time.perf_counter() - start
-    tail = log_path.read_bytes()[-OUTPUT_TAIL:].decode(errors="replace")
-    return MpiRun(outdir, proc.returncode, timed_out, tail, seconds)
+    """Run grader.worker_mpi on `job` with `ranks` processes, from job['submission'], as a
+    sandboxed worker (grader/runner.py): mpiexec goes before the interpreter, so that
+    mpiexec, Hydra's proxy and every rank are confined, limited and killed as one job
+    (Hydra puts each rank in a session of its own: a process group alone would not
+    reach them)."""
+    from grader.runner import run_worker
+
+    run = run_worker(job, workdir, timeout, on_gpu=False,
+                     launcher=mpiexec_command(ranks, mpiexec), module="grader.worker_mpi",
+                     extra_env=mpi_env())
+    return MpiRun(run.outdir, run.returncode, run.timed_out, run.output_tail, run.seconds)
 
 
 # --------------------------------------------------------------------------------------
@@ -244,7 +174,7 @@ def _rank_results(run: MpiRun, n: int, ranks: int,
     for r in range(ranks):
         err = run.outdir / f"case-{n}-rank-{r}.err"
         if err.exists():
-            return None, f"rank {r} raised {err.read_text()}"
+            return None, f"rank {r} raised {err.read_text() or 'an exception'}"
     results = []
     for r in range(ranks):
         path = run.outdir / f"case-{n}-rank-{r}.npz"

@@ -12,6 +12,7 @@ judges a result: the grader does, from these files (grader/part3.py).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -120,7 +121,11 @@ def main(argv: list[str]) -> int:
                 arrays = RUN[kind](case, comm, submission)
                 np.savez(name.with_suffix(".npz"), **arrays)
             except BaseException as err:  # noqa: BLE001 - any failure of student code
-                name.with_suffix(".err").write_text(describe_error(err, submission))
+                # Written aside, then renamed: another rank's Abort may kill this one at
+                # any moment, and the grader must never read half a message.
+                partial = name.with_suffix(".err-partial")
+                partial.write_text(describe_error(err, submission))
+                os.replace(partial, name.with_suffix(".err"))
                 sys.stdout.flush()
                 world.Abort(3)
             comm.Free()

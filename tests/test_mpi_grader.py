@@ -67,7 +67,7 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
     """run_mpi_job on a deadlocking ring: stopped at its limit, and every process of the
     job (mpiexec, Hydra's proxy, the ranks, each in a session of its own) is gone."""
     spec = next(s for s in all_specs(BUGS) if s.name == "ring_send_before_recv")
-    submission = materialize(spec, tmp_path / "subs")
+    submission = materialize(spec, tmp_path / "job")  # inside the job's folder, as graded
     cases = [{"ranks": 3, "length": 300000, "seed": 1}]
     start = time.perf_counter()
     run = part3.run_mpi_job({"kind": "ring", "submission": str(submission), "cases": cases},
