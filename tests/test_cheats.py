@@ -1,0 +1,216 @@
+"""Submissions that cheat (tests/cheats/, described in its README): each is caught with a
+clear message and earns nothing, while the solution graded in the same run keeps every
+point. Confinement the machine does not offer (a uid of the job's own, namespaces) is
+reported by the grader on stderr; the checks that need it are skipped without it."""
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from grader.scoring import DEFAULT_CONFIG
+from tests.conftest import KIT_ROOT, run_kit
+
+CHEATS = Path(__file__).parent / "cheats"
+NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
+SECRET = "NNKIT_TEST_SECRET"
+BACKGROUND_NAME = "nnkit-cheat-bg"
+# Uids of this test's jobs only: other grading runs on the machine use the default range.
+UID_FIRST = 70000 + os.getpid() % 10000 * 4
+# Limits low enough to make the bombs quick, high enough for the naive kernel's 256
+# simulator threads.
+LIMITS = {"seconds_simulator = 600": "seconds_simulator = 15",
+          "memory_mb_simulator = 4096": "memory_mb_simulator = 3072",
+          "processes = 2048": "processes = 400",
+          "uid_first = 64000": f"uid_first = {UID_FIRST}",
+          "uid_count = 64": "uid_count = 4"}
+
+
+def _procs_named(name: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == name:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _procs_of_uids(first: int, count: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("Uid:") and first <= int(line.split()[1]) < first + count:
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cheats")
+    out, subs = tmp / "out", tmp / "subs"
+    other = shutil.copytree(KIT_ROOT / "solution", subs / "solution")
+    fill = {"@KIT_ROOT@": str(KIT_ROOT), "@OUT@": str(out), "@OTHER@": str(other)}
+    for name in NAMES:
+        shutil.copytree(CHEATS / name, subs / name)
+        module = subs / name / "gemm_1_naive.py"
+        text = module.read_text()
+        for key, value in fill.items():
+            text = text.replace(key, value)
+        module.write_text(text)
+    config = DEFAULT_CONFIG.read_text()
+    for old, new in LIMITS.items():
+        assert old in config
+        config = config.replace(old, new)
+    (tmp / "config.toml").write_text(config)
+    slow = ["fork_bomb", "memory_bomb"]  # first, so that the others run beside them
+    order = slow + [n for n in NAMES if n not in slow]
+    result = run_kit("grader", *(str(subs / n) for n in order), str(other),
+                     "--parts", "gemm", "--kernels", "naive", "--jobs", "2",
+                     "--config", str(tmp / "config.toml"), "--out", str(out),
+                     env={SECRET: "a grader secret"})
+    survivors = _procs_named(BACKGROUND_NAME)
+    leftovers = _procs_of_uids(UID_FIRST, 4)
+    for pid in survivors:  # started by the background cheat of this test: end it here
+        os.kill(pid, signal.SIGKILL)
+    planted = [folder / f"planted-by-cheat{suffix}" for folder in (out, KIT_ROOT,
+                                                                   KIT_ROOT / "grades")
+               for suffix in (".json", ".csv")]
+    planted = [p for p in planted if p.exists()]
+    for path in planted:
+        path.unlink()
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    line = next((s for s in result.stderr.splitlines() if s.startswith("sandbox:")), "")
+    return {"reports": reports, "sandbox": line, "survivors": survivors,
+            "leftovers": leftovers, "planted": planted}
+
+
+def _item(graded, name):
+    report = graded["reports"][name]
+    return next(i for i in report["items"] if i["id"] == "gemm.naive.correctness")
+
+
+def _needs(graded, *ways):
+    """Skip unless the grader confined jobs in one of these ways (its stderr says how)."""
+    if not any(way in graded["sandbox"] for way in ways):
+        pytest.skip(f"the grader could not confine jobs this way here ({graded['sandbox']})")
+
+
+# Files out of reach: hidden by a mount namespace, or closed to a job's own uid.
+FILES_CONFINED = ("mount", "run as uids")
+
+
+def test_the_solution_graded_beside_them_keeps_every_point(graded):
+    item = _item(graded, "solution")
+    assert item["points"] == item["max_points"] > 0, item["message"]
+    assert "library_products" not in item["figures"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_cheat_earns_nothing(graded, name):
+    if name == "snoop":  # unconfined, it reads the solution and passes
+        _needs(graded, *FILES_CONFINED)
+    item = _item(graded, name)
+    assert item["points"] == 0 and item["status"] == "fail", item["message"]
+
+
+# What the feedback says of each cheat (all of these fragments, in the item's message).
+MESSAGES = {
+    "matmul_operator": ["library matrix product", "the @ operator"],
+    "matmul_hidden": ["library matrix product", "numpy.matmul", "gemm_1_naive.py"],
+    "einsum_or_cupy": ["library matrix product"],
+    "dot_method": ["library matrix product", "dot"],
+    "torch_import": ["library matrix product", "import torch"],
+    "replay": ["previous call's result", "cached or replayed"],
+    "mutate_inputs": ["modified its input A"],
+    "exit_at_import": ["stopped early"],
+    "sysexit_in_call": ["SystemExit"],
+    "keyboard_interrupt": ["could not load the module", "KeyboardInterrupt"],
+    "monkeypatch": ["elements wrong"],
+    "fake_equality": ["unreadable result", "allow_pickle=False"],
+    "write_results": ["elements wrong"],
+    "background": ["elements wrong"],
+    "memory_bomb": ["MemoryError", "memory limit is 3072 MB"],
+    "fork_bomb": ["time limit"],
+    "snoop": ["SNOOP"],
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_cheat_gets_a_clear_message(graded, name):
+    if name == "snoop":
+        _needs(graded, *FILES_CONFINED)
+    message = _item(graded, name)["message"]
+    for fragment in MESSAGES[name]:
+        assert fragment in message, message
+
+
+def test_library_products_are_caught_when_called_and_when_written(graded):
+    def found(name):
+        return _item(graded, name)["figures"]["library_products"]
+
+    # Only the run-time trap sees a product reached through a computed name...
+    assert any("numpy.matmul" in c for c in found("matmul_hidden")["called"])
+    assert found("matmul_hidden")["in_source"] == []
+    # ... and both see the plain ones.
+    for name, called, written in [("matmul_operator", "@ operator", "@ operator"),
+                                  ("dot_method", "dot() method", ".dot"),
+                                  ("torch_import", "import torch", "import torch")]:
+        assert any(called in c for c in found(name)["called"]), found(name)
+        assert any(written in w for w in found(name)["in_source"]), found(name)
+    on_gpu = "GPU" in graded["reports"]["einsum_or_cupy"]["backend"]
+    trapped = "cupy.matmul" if on_gpu else "numpy.einsum"
+    assert any(trapped in c for c in found("einsum_or_cupy")["called"])
+    assert {"cupy.matmul", "np.einsum"} <= {w.split(" ")[0]
+                                            for w in found("einsum_or_cupy")["in_source"]}
+
+
+def _snooped(graded) -> dict:
+    message = _item(graded, "snoop")["message"]
+    text = message[message.index("SNOOP ") + 6:]
+    return json.loads(text[:text.index("}") + 1])
+
+
+def test_the_environment_is_clean(graded):
+    _needs(graded, *FILES_CONFINED)  # else the snoop passes, with no report
+    assert _snooped(graded)["secret"] is False
+
+
+def test_nothing_outside_the_submission_is_readable(graded):
+    _needs(graded, *FILES_CONFINED)
+    seen = _snooped(graded)
+    for what in ("solution", "git", "other"):
+        assert seen[what] in ("FileNotFoundError", "PermissionError"), seen
+    _needs(graded, "mount")  # a uid alone leaves what is readable by all readable
+    assert seen["reports"] in ("FileNotFoundError", "PermissionError"), seen
+    # Up the tree from its folder, a job finds its own path and no other job's.
+    assert seen["workroot"] in ("['snoop']", "PermissionError"), seen
+
+
+def test_jobs_have_no_network_and_a_uid_of_their_own(graded):
+    _needs(graded, *FILES_CONFINED)
+    seen = _snooped(graded)
+    if "network" in graded["sandbox"]:
+        assert seen["interfaces"] == ["lo"], seen
+    _needs(graded, "run as uids")
+    assert UID_FIRST <= seen["uid"] < UID_FIRST + 4
+
+
+def test_no_process_outlives_its_job(graded):
+    _needs(graded, "run as uids", "PID")  # both find and kill detached processes
+    assert graded["survivors"] == [] and graded["leftovers"] == []
+
+
+def test_reports_cannot_be_written_by_a_submission(graded):
+    _needs(graded, *FILES_CONFINED)
+    assert graded["planted"] == []
+
