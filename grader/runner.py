@@ -64,12 +64,6 @@ def copy_submission(src: Path, dest: Path) -> Path:
     return dest
 
 
-def worker_env(on_gpu: bool) -> dict[str, str]:
-    """The worker's environment (clean: see grader/sandbox.py), for a job in the current
-    folder."""
-    return sandbox.clean_env(sandbox.current(), on_gpu, Path.cwd(), sandbox.staged_kit())
-
-
 _announced = threading.Event()
 
 
