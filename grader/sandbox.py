@@ -374,7 +374,11 @@ def _python_paths() -> list[str]:
     paths |= {p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)}
     paths |= {os.path.realpath(p) for p in paths} | {
         os.path.dirname(os.path.realpath(sys.executable))}
-    return sorted(p for p in paths if not _inside(p, str(KIT_ROOT)) and p != "/")
+    # The kit stays hidden, except the virtual environment that `make` creates inside it
+    # (.venv): it holds installed packages only, and the worker cannot start without it.
+    venv = os.path.realpath(sys.prefix)
+    return sorted(p for p in paths
+                  if p != "/" and (not _inside(p, str(KIT_ROOT)) or _inside(p, venv)))
 
 
 def clean_env(settings: Settings, on_gpu: bool, home: Path, kit: Path) -> dict[str, str]:
