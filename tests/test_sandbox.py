@@ -3,6 +3,8 @@ fresh operands and a true clock, and grading that gives the same verdicts twice.
 
 import json
 import os
+import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -139,3 +141,26 @@ def test_uids_are_shared_out_across_grading_processes():
         sandbox.release_uid(lock2)
     finally:
         sandbox.release_uid(lock)
+
+
+def _machine_allows_namespaces() -> bool:
+    """Asked of the system itself, not of the grader: as root, can a process get new
+    mount, network and PID namespaces?"""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _machine_allows_namespaces(),
+                    reason="needs root and namespaces (unshare --mount --net --pid)")
+def test_jobs_are_confined_wherever_the_machine_allows_it(tmp_path):
+    """A grader that silently falls back to unconfined workers (as it once did when the
+    interpreter lived in the kit's own .venv) would leave every defence that relies on
+    confinement untested."""
+    result = run_kit("grader", "solution", "--parts", "gemm", "--kernels", "naive",
+                     "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(s for s in result.stderr.splitlines() if s.startswith("sandbox:"))
+    assert "run as uids" in line and "namespaces" in line, line
