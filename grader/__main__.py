@@ -3,12 +3,13 @@
 With no folder named, grades the bundled examples: the solution, the starter and the
 buggy submissions made from examples/bugs/ (--bugs DIR grades those described in DIR).
 Each submission is a folder holding the student modules (gemm_1_naive.py, ...), as in
-starter/.
+starter/, or a notebook whose code cells are tagged with their module (grader/notebook.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -36,6 +37,7 @@ def _submissions(args: argparse.Namespace) -> list[tuple[str, Path]]:
             folders += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
     else:
         folders = [NAMED["solution"], NAMED["starter"], *examples.materialize_all(EXAMPLES_DIR)]
+    folders = [_from_notebook(f) if f.suffix == ".ipynb" else f for f in folders]
     named, seen = [], set()
     for folder in folders:
         if not folder.is_dir():
@@ -46,6 +48,23 @@ def _submissions(args: argparse.Namespace) -> list[tuple[str, Path]]:
         seen.add(name)
         named.append((name, folder.resolve()))
     return named
+
+
+def _from_notebook(path: Path) -> Path:
+    """A notebook submission becomes the folder of modules its tagged cells hold; one that
+    cannot be read becomes an empty folder, graded zero with 'missing module' messages."""
+    from grader import notebook
+
+    folder = KIT_ROOT / "build" / "notebooks" / path.stem
+    if folder.exists():
+        shutil.rmtree(folder)
+    try:
+        notebook.extract([path], folder)
+    except Exception as err:  # noqa: BLE001 - any broken notebook; the class goes on
+        folder.mkdir(parents=True, exist_ok=True)
+        print(f"grader: {path}: no modules extracted ({type(err).__name__}: {err})",
+              file=sys.stderr)
+    return folder
 
 
 @dataclass

@@ -123,3 +123,23 @@ def test_source_notebook_is_valid_json_with_cell_ids(tmp_path):
     notebook = json.loads(path.read_text())
     ids = [c["id"] for c in notebook["cells"]]
     assert len(ids) == len(set(ids)) and notebook["nbformat"] == 4
+
+
+def test_the_grader_takes_a_notebook_as_a_submission(tmp_path):
+    """`python -m grader NB.ipynb` grades the modules of the notebook's tagged cells; a
+    notebook that is not JSON is graded zero, and the grading goes on."""
+    from tests.conftest import run_kit
+
+    part1 = next(a for a in ASSIGNMENTS if a.name == "part1-gemm")
+    good = write_notebook(build_notebook(part1), tmp_path / "alice.ipynb")
+    bad = tmp_path / "bob.ipynb"
+    bad.write_text("{ not json")
+    out = tmp_path / "grades"
+    result = run_kit("grader", str(good), str(bad), "--parts", "gemm", "--kernels", "naive",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bob.ipynb: no modules extracted" in result.stderr
+    alice = json.loads((out / "alice.json").read_text())["items"][0]
+    bob = json.loads((out / "bob.json").read_text())["items"][0]
+    assert alice["points"] == alice["max_points"] > 0
+    assert bob["points"] == 0 and "missing" in bob["message"]
