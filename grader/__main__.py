@@ -3,7 +3,7 @@
 With no folder named, grades the bundled examples: the solution, the starter and the
 buggy submissions made from examples/bugs/ (--bugs DIR grades those described in DIR).
 Each submission is a folder holding the student modules (gemm_1_naive.py, ...), as in
-starter/, or a notebook whose code cells are tagged with their module (grader/notebook.py).
+starter/, or a notebook whose code cells are tagged with their module (grader/nbextract.py).
 """
 
 from __future__ import annotations
@@ -53,13 +53,13 @@ def _submissions(args: argparse.Namespace) -> list[tuple[str, Path]]:
 def _from_notebook(path: Path) -> Path:
     """A notebook submission becomes the folder of modules its tagged cells hold; one that
     cannot be read becomes an empty folder, graded zero with 'missing module' messages."""
-    from grader import notebook
+    from grader import nbextract
 
     folder = KIT_ROOT / "build" / "notebooks" / path.stem
     if folder.exists():
         shutil.rmtree(folder)
     try:
-        notebook.extract([path], folder)
+        nbextract.extract([path], folder)
     except Exception as err:  # noqa: BLE001 - any broken notebook; the class goes on
         folder.mkdir(parents=True, exist_ok=True)
         print(f"grader: {path}: no modules extracted ({type(err).__name__}: {err})",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.hidden_checks import HIDDEN
+from grader.nbextract import MODULES, NotebookError, extract
 from grader.net_cases import FUNCTIONS
 from nnkit.gemm import KERNELS
 from nnkit.submission import KIT_ROOT, NAMED
@@ -55,17 +56,13 @@ ASSIGNMENTS: tuple[Assignment, ...] = (
     Assignment("part2-network", "Part 2: the network", "part2-network.md",
                ("net_1_kernels", "net_2_backprop")),
 )
-MODULES = {m for a in ASSIGNMENTS for m in a.modules}
+assert {m for a in ASSIGNMENTS for m in a.modules} == MODULES  # nbextract's list is the same
 
 
 def checked_functions(module: str) -> list[str]:
     """The functions of a module that get a test cell, in the order the grader lists them."""
     return ([f for m, f in KERNELS.values() if m == module]
             + [f for f, (m, _) in FUNCTIONS.items() if m == module])
-
-
-class NotebookError(ValueError):
-    """A file that is not a readable notebook."""
 
 
 # -- modules -> cells -------------------------------------------------------------------
@@ -92,12 +89,6 @@ def split_module(source: str) -> list[str]:
     if current:
         cells.append("\n".join(current))
     return cells
-
-
-def join_cells(cells: list[str]) -> str:
-    """The module text of a module's cells (the inverse of split_module)."""
-    kept = [c.strip("\n") for c in cells if c.strip()]
-    return "\n\n\n".join(kept) + "\n" if kept else ""
 
 
 def hoist_hints(source: str) -> str:
@@ -195,52 +186,6 @@ def write_notebook(notebook: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     return path
-
-
-# -- cells -> modules -------------------------------------------------------------------
-
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
-def _module_of(cell: dict) -> str | None:
-    meta = cell.get("metadata") or {}
-    module = (meta.get("nnkit") or {}).get("module")
-    if module is None:  # metadata lost but nbgrader's cell id kept: "<module>-<n>"
-        grade_id = str((meta.get("nbgrader") or {}).get("grade_id", ""))
-        module = grade_id.rsplit("-", 1)[0] if "-" in grade_id else None
-    return module if module in MODULES else None  # never a path the student chose
-
-
-def notebook_modules(path: Path) -> dict[str, str]:
-    """Module name -> module text, from the tagged code cells of one notebook."""
-    try:
-        notebook = json.loads(Path(path).read_text())
-        cells = notebook["cells"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise NotebookError(f"{path}: not a readable notebook ({err})") from err
-    parts: dict[str, list[str]] = {}
-    for cell in cells:
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            module = _module_of(cell)
-            if module:
-                parts.setdefault(module, []).append(_source(cell))
-    return {module: join_cells(chunks) for module, chunks in parts.items()}
-
-
-def extract(notebooks: list[Path], dest: Path) -> list[str]:
-    """Write the modules of the notebooks into the folder dest; returns their names. A
-    module found in two notebooks is an error (the grader would see one of them only)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for path in notebooks:
-        for module, text in notebook_modules(path).items():
-            if module in written:
-                raise NotebookError(f"{module}.py is in both {written[module]} and {path}")
-            (dest / f"{module}.py").write_text(text)
-            written[module] = path
-    return sorted(written)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,14 +6,12 @@ import pytest
 
 from grader.examples import BUG_DIR, load_spec, materialize
 from grader.hidden_checks import HIDDEN
+from grader.nbextract import NotebookError, extract, join_cells
 from grader.net_cases import FUNCTIONS
 from grader.notebook import (
     ASSIGNMENTS,
-    NotebookError,
     build_notebook,
-    extract,
     hoist_hints,
-    join_cells,
     split_module,
     write_notebook,
 )

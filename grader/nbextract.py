@@ -1,0 +1,72 @@
+"""Notebook submissions -> module folders: the tagged code cells of a notebook, in notebook
+order, joined by two blank lines, become <module>.py (see grader/notebook.py for how the
+notebooks are built). Nothing else of a notebook reaches the grader: untagged cells are
+scratch space, and only module names of the kit are accepted from the (student-editable)
+metadata, never a path. Kept apart from grader/notebook.py, which holds hidden checks,
+because students' `make check` extracts notebooks too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nnkit.gemm import KERNELS
+
+MODULES = {module for module, _ in KERNELS.values()} | {"net_1_kernels", "net_2_backprop"}
+
+
+class NotebookError(ValueError):
+    """A file that is not a readable notebook."""
+
+
+def join_cells(cells: list[str]) -> str:
+    """The module text of a module's cells (the inverse of split_module)."""
+    kept = [c.strip("\n") for c in cells if c.strip()]
+    return "\n\n\n".join(kept) + "\n" if kept else ""
+
+
+# -- cells -> modules -------------------------------------------------------------------
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _module_of(cell: dict) -> str | None:
+    meta = cell.get("metadata") or {}
+    module = (meta.get("nnkit") or {}).get("module")
+    if module is None:  # metadata lost but nbgrader's cell id kept: "<module>-<n>"
+        grade_id = str((meta.get("nbgrader") or {}).get("grade_id", ""))
+        module = grade_id.rsplit("-", 1)[0] if "-" in grade_id else None
+    return module if module in MODULES else None  # never a path the student chose
+
+
+def notebook_modules(path: Path) -> dict[str, str]:
+    """Module name -> module text, from the tagged code cells of one notebook."""
+    try:
+        notebook = json.loads(Path(path).read_text())
+        cells = notebook["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise NotebookError(f"{path}: not a readable notebook ({err})") from err
+    parts: dict[str, list[str]] = {}
+    for cell in cells:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            module = _module_of(cell)
+            if module:
+                parts.setdefault(module, []).append(_source(cell))
+    return {module: join_cells(chunks) for module, chunks in parts.items()}
+
+
+def extract(notebooks: list[Path], dest: Path) -> list[str]:
+    """Write the modules of the notebooks into the folder dest; returns their names. A
+    module found in two notebooks is an error (the grader would see one of them only)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for path in notebooks:
+        for module, text in notebook_modules(path).items():
+            if module in written:
+                raise NotebookError(f"{module}.py is in both {written[module]} and {path}")
+            (dest / f"{module}.py").write_text(text)
+            written[module] = path
+    return sorted(written)
