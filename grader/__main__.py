@@ -14,11 +14,12 @@ import sys
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from grader import examples, mpi_cases, net_cases, part1, part2, part3, report
+from grader import examples, gpus, mpi_cases, net_cases, part1, part2, part3, report
 from grader.results import FAIL, ItemResult, SubmissionResult
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
 from nnkit.backend import BackendError, select
@@ -76,24 +77,40 @@ class Task:
     run: Callable[[], list[ItemResult]]
 
 
-def _safely(task: Task, config: Config) -> list[ItemResult]:
-    """task.run(), turning a failure of the grader itself into zero-point items that say
-    so: one unreadable submission must never stop the grading of a class."""
+def _safely(task: Task, config: Config, slots: gpus.GpuSlots | None = None) -> list[ItemResult]:
+    """task.run() on a GPU of its own when there are slots, turning a failure of the grader
+    itself into zero-point items that say so: one unreadable submission must never stop
+    the grading of a class."""
     try:
-        return task.run()
+        with slots.hold() if slots else nullcontext():
+            return task.run()
     except Exception as err:  # noqa: BLE001
         message = f"the grader could not grade this ({type(err).__name__}: {err})"
         return [ItemResult(i, config.title(i), config.points(i), 0.0, FAIL, message)
                 for i in task.item_ids]
 
 
-def _references(parts: list[str], config: Config, workroot: Path, on_gpu: bool,
+def _gemm_references(config: Config, workroot: Path,
+                     slots: gpus.GpuSlots) -> dict[str, part1.Reference]:
+    """The solution's and cuBLAS's times on every GPU, all GPUs at once."""
+    print(f"Timing the solution and cuBLAS for reference on {len(slots.ids)} GPU(s) ...",
+          file=sys.stderr)
+
+    def measure(gpu: str) -> part1.Reference:
+        with gpus.pinned(gpu):
+            return part1.measure_reference(config, workroot / f"gpu{gpu}")
+
+    with ThreadPoolExecutor(len(slots.ids)) as pool:
+        return dict(zip(slots.ids, pool.map(measure, slots.ids), strict=True))
+
+
+def _references(parts: list[str], config: Config, workroot: Path, slots: gpus.GpuSlots | None,
                 config_path: Path = DEFAULT_CONFIG) -> dict:
     """What every submission is measured against, computed once per grading run."""
+    on_gpu = slots is not None
     refs: dict = {"gemm": None, "net": None, "mpi": None}
-    if "gemm" in parts and on_gpu:
-        print("Timing the solution and cuBLAS for reference ...", file=sys.stderr)
-        refs["gemm"] = part1.measure_reference(config, workroot)
+    if "gemm" in parts and slots is not None:
+        refs["gemm"] = _gemm_references(config, workroot, slots)
     if "net" in parts:
         plan = part2.training_plan(on_gpu)
         print(f"Training the CPU reference network: {plan.description} ...", file=sys.stderr)
@@ -111,7 +128,7 @@ def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, c
     if "gemm" in parts:
         for k in kernels:
             tasks.append(Task(f"gemm {k}", [f"gemm.{k}.correctness", f"gemm.{k}.performance"],
-                              partial(part1.grade_kernel, k, folder, workroot, config, on_gpu,
+                              partial(_grade_kernel, k, folder, workroot, config, on_gpu,
                                       refs["gemm"])))
     if "net" in parts:
         tasks.append(Task("net functions", list(net_cases.ITEMS),
@@ -125,6 +142,13 @@ def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, c
                               partial(part3.grade_item, item_id, folder, workroot, config,
                                       refs["mpi"])))
     return tasks
+
+
+def _grade_kernel(kernel: str, folder: Path, workroot: Path, config: Config, on_gpu: bool,
+                  per_gpu: dict[str, part1.Reference] | None) -> list[ItemResult]:
+    """part1.grade_kernel against the references of the GPU this thread holds."""
+    return part1.grade_kernel(kernel, folder, workroot, config, on_gpu,
+                              gpus.for_current(per_gpu))
 
 
 def write_feedback(results: list[SubmissionResult], out: Path) -> None:
@@ -156,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernels", default=",".join(KERNELS),
                         help="comma-separated subset of " + ", ".join(KERNELS))
     parser.add_argument("--jobs", type=int, default=1,
-                        help="workers at a time in simulator mode (on a GPU, one at a time "
-                             "so that timings do not disturb each other)")
+                        help="workers at a time: CPU workers in simulator mode; on GPUs, at "
+                             "most one per GPU, so that timings do not disturb each other")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
     return parser
@@ -182,23 +206,31 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     submissions = _submissions(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    print(f"Grading {len(submissions)} submission(s) on {backend.describe()}", file=sys.stderr)
+    slots = None
+    if backend.on_gpu:
+        slots = gpus.GpuSlots(gpus.visible_ids() or ["0"])
+        jobs = min(args.jobs, len(slots.ids))
+        slots = gpus.GpuSlots(slots.ids[:jobs])  # the GPUs this run uses, one worker each
+    else:
+        jobs = args.jobs
+    where = f" x {jobs} GPUs, one worker each" if slots and jobs > 1 else ""
+    print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
+          file=sys.stderr)
 
     results: list[SubmissionResult] = []
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         workroot = Path(tmp)
         try:
-            references = _references(parts, config, workroot, backend.on_gpu, args.config)
+            references = _references(parts, config, workroot, slots, args.config)
         except (part1.ReferenceError, RuntimeError) as err:
             print(f"grader: {err}", file=sys.stderr)
             return 1
-        jobs = 1 if backend.on_gpu else args.jobs
         tasks = [(name, task) for name, folder in submissions
                  for task in _tasks(parts, kernels, folder, workroot / name, config,
                                     backend.on_gpu, references)]
         items: dict[tuple[str, str], list] = {}
         with Progress(len(tasks), "grading") as bar, ThreadPoolExecutor(jobs) as pool:
-            futures = {pool.submit(_safely, task, config): (name, task.name)
+            futures = {pool.submit(_safely, task, config, slots): (name, task.name)
                        for name, task in tasks}
             for future in as_completed(futures):
                 name, task_name = futures[future]

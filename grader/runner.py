@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import sandbox
+from grader import gpus, sandbox
 
 OUTPUT_TAIL = 3000  # characters of the worker's output kept for the feedback
 
@@ -97,6 +97,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
     argv = [*launcher, sys.executable, "-P", "-m", module, str(job_file)]
     timed_out = False
     with sandbox.Sandbox(settings, caps, workdir, on_gpu) as box:
+        box.env.update(gpus.worker_env())  # the GPU this thread holds, if several
         box.env.update(extra_env or {})
         log_path = box.private / "output.log"
         with open(log_path, "wb") as log:

@@ -1,0 +1,84 @@
+"""One GPU per grading worker: the pool, the ids, and what a task sees while it runs."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from grader import __main__ as grader_main
+from grader import gpus, part1
+from grader.__main__ import Task, _grade_kernel, _safely
+from grader.scoring import load_config
+
+
+def test_ids_follow_the_graders_own_cuda_visible_devices(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpus.visible_ids(3) == ["0", "1", "2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5, 7")
+    assert gpus.visible_ids(2) == ["5", "7"]
+    assert gpus.visible_ids(0) == []
+
+
+def test_no_two_tasks_ever_hold_one_gpu_at_once():
+    slots = gpus.GpuSlots(["0", "1", "2"])
+    holders: dict[str, int] = {}
+    lock = threading.Lock()
+    clashes, seen = [], set()
+
+    def task(_):
+        with slots.hold() as gpu:
+            with lock:
+                holders[gpu] = holders.get(gpu, 0) + 1
+                if holders[gpu] > 1:
+                    clashes.append(gpu)
+                seen.add(gpu)
+            assert gpus.worker_env() == {"CUDA_VISIBLE_DEVICES": gpu}
+            time.sleep(0.01)
+            with lock:
+                holders[gpu] -= 1
+        assert gpus.current() is None
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(task, range(30)))
+    assert not clashes
+    assert seen == {"0", "1", "2"}
+
+
+def test_outside_a_slot_workers_get_no_gpu_pinning():
+    assert gpus.current() is None and gpus.worker_env() == {}
+    with pytest.raises(ValueError):
+        gpus.GpuSlots([])
+
+
+def test_a_task_runs_on_a_held_gpu_and_a_failure_releases_it():
+    config = load_config()
+    slots = gpus.GpuSlots(["3"])
+
+    def boom():
+        raise RuntimeError("grader bug")
+
+    failed = _safely(Task("gemm naive", ["gemm.naive.correctness"], boom), config, slots)
+    assert failed[0].points == 0 and "grader bug" in failed[0].message
+    seen = _safely(Task("env", [], lambda: [gpus.worker_env()]), config, slots)
+    assert seen == [{"CUDA_VISIBLE_DEVICES": "3"}]  # the slot came back after the failure
+
+
+def test_speed_is_measured_against_the_references_of_the_gpu_the_task_holds(monkeypatch):
+    got = []
+    monkeypatch.setattr(part1, "grade_kernel",
+                        lambda kernel, folder, workroot, config, on_gpu, ref: got.append(ref))
+    per_gpu = {"0": "ref-on-0", "1": "ref-on-1"}
+    for gpu in ("1", "0"):
+        with gpus.pinned(gpu):
+            _grade_kernel("naive", None, None, None, True, per_gpu)
+    _grade_kernel("naive", None, None, None, True, {"0": "only"})  # one GPU, none held
+    _grade_kernel("naive", None, None, None, False, None)  # simulator
+    assert got == ["ref-on-1", "ref-on-0", "only", None]
+
+
+def test_references_are_timed_on_every_gpu(monkeypatch, tmp_path):
+    monkeypatch.setattr(part1, "measure_reference",
+                        lambda config, workroot: (gpus.current(), workroot.name))
+    refs = grader_main._gemm_references(load_config(), tmp_path, gpus.GpuSlots(["0", "2"]))
+    assert refs == {"0": ("0", "gpu0"), "2": ("2", "gpu2")}
