@@ -108,6 +108,12 @@ def select() -> Backend:
             "import kernels' `cuda` from nnkit.backend, not from numba"
         )
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if backend.mode == SIMULATOR else "0"
+    # CuPy arrays name the stream they were made on (the legacy default stream), and numba
+    # by default synchronizes that stream for every such argument of every launch: each
+    # launch would wait for the GPU to finish all earlier work, so host and device never
+    # overlap. The kit's kernels, CuPy and cuBLAS all run on that one stream, in order,
+    # which makes the wait useless. (A user's explicit setting wins.)
+    os.environ.setdefault("NUMBA_CUDA_ARRAY_INTERFACE_SYNC", "0")
     _selected = backend
     return backend
 

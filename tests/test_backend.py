@@ -1,5 +1,8 @@
+import os
 import subprocess
 import sys
+
+import pytest
 
 from nnkit.backend import probe_gpu
 from tests.conftest import KIT_ROOT, run_kit
@@ -31,3 +34,42 @@ def test_numba_imported_first_in_the_other_mode_is_detected():
     bad = subprocess.run([sys.executable, "-c", code], cwd=KIT_ROOT, capture_output=True,
                          text=True)
     assert bad.returncode != 0 and "import kernels' `cuda` from nnkit.backend" in bad.stderr
+
+
+def _sync_setting(env: dict[str, str]) -> str:
+    code = ("from nnkit.backend import cuda; from numba.cuda.core import config; "
+            "print(int(config.CUDA_ARRAY_INTERFACE_SYNC))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=KIT_ROOT, capture_output=True,
+                            text=True, env={**os.environ, "NNKIT_DEVICE": "sim", **env})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_launches_on_cupy_arrays_do_not_wait_for_the_gpu_unless_asked(monkeypatch):
+    monkeypatch.delenv("NUMBA_CUDA_ARRAY_INTERFACE_SYNC", raising=False)
+    assert _sync_setting({}) == "0"
+    assert _sync_setting({"NUMBA_CUDA_ARRAY_INTERFACE_SYNC": "1"}) == "1"
+
+
+@pytest.mark.gpu
+def test_a_launch_on_cupy_arrays_returns_before_the_gpu_is_done():
+    import cupy
+
+    from nnkit.backend import cuda, select
+
+    assert select().on_gpu
+
+    @cuda.jit
+    def spin(out, rounds):
+        acc = out[0]
+        for i in range(rounds):
+            acc = acc * 0.999999 + 1e-7 * i
+        out[0] = acc
+
+    out, busy = cupy.zeros(1, cupy.float32), cupy.zeros(1, cupy.float32)
+    spin[1, 1](out, 10)
+    cupy.cuda.Device().synchronize()
+    spin[1, 1](busy, 200_000_000)  # seconds of work on one thread
+    spin[1, 1](out, 10)  # with per-argument stream syncs, this waits for the one above
+    assert not cupy.cuda.Stream.null.done
+    cupy.cuda.Device().synchronize()
