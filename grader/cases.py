@@ -56,7 +56,7 @@ class GemmCase:
         return cls(**data)
 
 
-def _cases(shapes: list[tuple], seed0: int) -> list[GemmCase]:
+def cases_of(shapes: list[tuple], seed0: int) -> list[GemmCase]:
     out = []
     for n, (M, N, K, alpha, beta, ta, tb, guard) in enumerate(shapes):
         out.append(GemmCase(M, N, K, alpha, beta, bool(ta), bool(tb), bool(guard), seed0 + n))
@@ -105,7 +105,7 @@ REPLAY_SEED = 199
 
 def correctness_cases(on_gpu: bool, kernel: str) -> list[GemmCase]:
     shapes = GPU_SHAPES if on_gpu else SIMULATOR_SHAPES + SIMULATOR_LONG_K[kernel]
-    cases = _cases(shapes, seed0=100)
+    cases = cases_of(shapes, seed0=100)
     again = replace(cases[REPLAY_AFTER], seed=REPLAY_SEED, reuse=True)
     return cases[:REPLAY_AFTER + 1] + [again] + cases[REPLAY_AFTER + 1:]
 

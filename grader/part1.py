@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import anticheat
+from grader import anticheat, sanitizer
 from grader.cases import GemmCase, correctness_cases, perf_cases
 from grader.gemm_checks import check_case, check_perf
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
@@ -110,14 +110,58 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     if called or written:
         figures["library_products"] = {"called": [f.describe() for f in called],
                                        "in_source": [f.describe() for f in written]}
+    checks = [{"case": o.label, "passed": o.passed, "message": o.message,
+               "worst_error_over_bound": o.worst_error_ratio} for o in outcomes]
+    if on_gpu and config.sanitizer_tools and not load_error.exists():
+        reports, note = sanitizer_reports(kernel, submission, workroot, config, on_gpu)
+        correct, message = apply_sanitizer(reports, note, correct, message, config, checks,
+                                           figures)
     correctness = ItemResult(
         item_id, config.title(item_id), config.points(item_id),
         config.points(item_id) if correct else 0.0, PASS if correct else FAIL, message,
-        checks=[{"case": o.label, "passed": o.passed, "message": o.message,
-                 "worst_error_over_bound": o.worst_error_ratio} for o in outcomes],
-        figures=figures,
+        checks=checks, figures=figures,
     )
     return [correctness, _performance(kernel, correct, run, perf, config, reference)]
+
+
+def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Config,
+                      on_gpu: bool) -> tuple[list[sanitizer.Report], str]:
+    """The kernel's small cases under each configured compute-sanitizer tool, each in a
+    worker of its own; the reports, or why none was made."""
+    executable = sanitizer.find(config.sanitizer_path)
+    if executable is None:
+        return [], ("compute-sanitizer not found ([checks] gpu_sanitizer_path in the "
+                    "config): not run")
+    reports = []
+    for tool in config.sanitizer_tools:
+        workdir = workroot / f"{kernel}-{tool}"
+        if workdir.exists():
+            shutil.rmtree(workdir)
+        copy = copy_submission(submission, workdir / "submission")
+        run = run_worker(_job(copy, kernel, sanitizer.cases(), [], config), workdir,
+                         config.seconds_sanitizer, on_gpu,
+                         launcher=sanitizer.launcher(executable, tool))
+        reports.append(sanitizer.parse(tool, run.output_tail, run.returncode))
+    return reports, ""
+
+
+def apply_sanitizer(reports: list[sanitizer.Report], note: str, correct: bool, message: str,
+                    config: Config, checks: list[dict], figures: dict) -> tuple[bool, str]:
+    """Fold compute-sanitizer reports into a correctness item: a check each, in the
+    figures, and, where the config says so, a failed item for any finding."""
+    for report in reports:
+        checks.append({"case": f"compute-sanitizer {report.tool}", "passed": report.clean,
+                       "message": report.describe()})
+    figures["sanitizer"] = [r.describe() for r in reports] or [note]
+    found = [r for r in reports if not r.clean]
+    if note:
+        return correct, f"{message}; {note}"
+    if not found:
+        return correct, f"{message}; compute-sanitizer: no findings"
+    said = "; ".join(r.describe() for r in found)
+    if config.sanitizer_findings_fail:
+        return False, said + ("" if correct else f"; {message}")
+    return correct, f"{message}; note, not counted here: {said}"
 
 
 def _performance(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,

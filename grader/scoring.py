@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import sandbox
+from grader import sandbox, sanitizer
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.toml")
 
@@ -27,6 +27,10 @@ class Config:
     seconds_simulator: float
     findings_fail: bool  # does a race or negative index found in the simulator fail a case?
     static_scan_fails: bool = True  # does a library product seen in the source fail the item?
+    sanitizer_tools: tuple[str, ...] = ()  # compute-sanitizer tools run on a GPU; () = off
+    sanitizer_findings_fail: bool = False  # does a compute-sanitizer finding fail the item?
+    sanitizer_path: str = ""  # the executable; "" = look on PATH and in /usr/local/cuda
+    seconds_sanitizer: float = 900.0
 
     def points(self, item: str) -> float:
         return float(self.items[item]["points"])
@@ -38,7 +42,7 @@ class Config:
 def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     try:
         raw = tomllib.loads(Path(path).read_text())
-        perf, limits = raw["performance"], raw["limits"]
+        perf, limits, checks = raw["performance"], raw["limits"], raw.get("checks", {})
         config = Config(
             items=raw["items"],
             full_at=float(perf["full_at"]),
@@ -47,14 +51,22 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             warmup=int(perf["warmup"]),
             seconds_gpu=float(limits["seconds_gpu"]),
             seconds_simulator=float(limits["seconds_simulator"]),
-            findings_fail=bool(raw.get("checks", {}).get("simulator_findings_fail", True)),
+            findings_fail=bool(checks.get("simulator_findings_fail", True)),
             static_scan_fails=bool(raw.get("anticheat", {}).get("static_scan_fails", True)),
+            sanitizer_tools=tuple(checks.get("gpu_sanitizer", [])),
+            sanitizer_findings_fail=bool(checks.get("gpu_sanitizer_findings_fail", False)),
+            sanitizer_path=str(checks.get("gpu_sanitizer_path", "")),
+            seconds_sanitizer=float(limits.get("seconds_sanitizer", 900)),
         )
         sandbox_settings = sandbox.Settings.from_config(raw.get("sandbox", {}))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{path}: {type(err).__name__}: {err}") from None
     if not 0 < config.full_at < config.zero_at:
         raise ConfigError(f"{path}: need 0 < full_at < zero_at")
+    unknown = [t for t in config.sanitizer_tools if t not in sanitizer.TOOLS]
+    if unknown:
+        raise ConfigError(f"{path}: [checks] gpu_sanitizer: unknown tool(s) {unknown}; "
+                          f"choose from {', '.join(sanitizer.TOOLS)}")
     if config.repeats < 1 or config.warmup < 0:
         raise ConfigError(f"{path}: need repeats >= 1 and warmup >= 0")
     for item, spec in config.items.items():
