@@ -8,6 +8,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 from grader.feedback import write_feedback
@@ -310,3 +311,30 @@ def test_summary_of_nothing(tmp_path):
     write_summary([], tmp_path)
     assert (tmp_path / "summary.md").exists() and (tmp_path / "summary.html").exists()
     assert not (tmp_path / "summary_totals.png").exists()
+
+
+# --- rendering in a browser ---------------------------------------------------------------------
+
+def test_feedback_and_summary_render_in_headless_chromium(gpu_result, sim_result, tmp_path):
+    from matplotlib.image import imread
+
+    from grader.screenshot import find_chromium, screenshot
+
+    if find_chromium() is None:
+        pytest.skip("no Chromium on this machine (.ci/run installs Debian's chromium)")
+    _, html = write_feedback(gpu_result, tmp_path)
+    write_feedback(sim_result, tmp_path)
+    summary = write_summary([gpu_result, sim_result], tmp_path)
+    for page in (html, summary):
+        png = screenshot(page, tmp_path / f"{page.stem}.png", width=900, height=1200)
+        pixels = imread(png)[..., :3]
+        assert pixels.shape[:2] == (1200, 900)
+        inked = (pixels.min(axis=2) < 0.9).mean()  # share of pixels that are not near-white
+        assert 0.02 < inked < 0.6, f"{page.name} rendered {inked:.1%} non-white"
+    # The failed item's row is tinted red, and the error plot was loaded (its green bars),
+    # not a broken-image icon.
+    shot = imread(tmp_path / f"{html.stem}.png")[..., :3]
+    reddish = (shot[..., 0] > 0.95) & (shot[..., 1] < 0.93) & (shot[..., 2] < 0.93)
+    assert reddish.mean() > 0.001
+    bar_green = np.abs(shot - np.array([0x4c, 0x9a, 0x2a]) / 255).max(axis=2) < 0.05
+    assert bar_green.sum() > 200
