@@ -12,17 +12,19 @@ As a Slurm job array, or by hand, one shard per task, then a merge:
 Each shard writes its reports to <out>/shard-<k>/ with the usual grader; merging gathers
 the per-submission JSON reports into <out>/grades.csv, feedback and summary, exactly as a
 single run would have written them. Performance ratios stay meaningful because every
-shard times the solution and cuBLAS on its own machine, in its own run.
+shard times the solution and cuBLAS on its own machine, in its own run. Under MPI, the
+ranks on one machine split its GPUs between them: run at most one rank per GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-from grader import report
+from grader import gpus, report
 from grader.results import ItemResult, SubmissionResult
 
 
@@ -79,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
 
         comm = MPI.COMM_WORLD
         shard, shards = comm.Get_rank(), comm.Get_size()
+        # Ranks on one machine split its GPUs between them (before any worker starts).
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        ids = gpus.visible_ids()
+        if ids:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(
+                gpus.local_share(ids, local.Get_rank(), local.Get_size()))
     else:
         shard, shards = args.shard, args.shards or 1
     try:

@@ -43,6 +43,16 @@ def visible_ids(count: int | None = None) -> list[str]:
     return given[:count] if given else [str(i) for i in range(count)]
 
 
+def local_share(ids: list[str], local_rank: int, local_size: int) -> list[str]:
+    """The GPUs of one of local_size grading processes on a machine: every local_size-th
+    one from local_rank; a GPU of its own, shared with other ranks only when there are
+    more ranks than GPUs (their timings then disturb each other: avoid it)."""
+    if not ids:
+        return []
+    mine = ids[local_rank::local_size]
+    return mine or [ids[local_rank % len(ids)]]
+
+
 class GpuSlots:
     """A pool of GPU ids; a thread holds one while it runs a task."""
 

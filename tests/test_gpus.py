@@ -82,3 +82,11 @@ def test_references_are_timed_on_every_gpu(monkeypatch, tmp_path):
                         lambda config, workroot: (gpus.current(), workroot.name))
     refs = grader_main._gemm_references(load_config(), tmp_path, gpus.GpuSlots(["0", "2"]))
     assert refs == {"0": ("0", "gpu0"), "2": ("2", "gpu2")}
+
+
+def test_mpi_ranks_on_one_machine_split_its_gpus():
+    ids = ["0", "1", "2", "3"]
+    assert [gpus.local_share(ids, r, 2) for r in range(2)] == [["0", "2"], ["1", "3"]]
+    assert [gpus.local_share(ids, r, 4) for r in range(4)] == [["0"], ["1"], ["2"], ["3"]]
+    assert [gpus.local_share(["0", "1"], r, 3) for r in range(3)] == [["0"], ["1"], ["0"]]
+    assert gpus.local_share([], 0, 2) == []
