@@ -137,7 +137,7 @@ def _tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, c
                           partial(part2.grade_training, folder, workroot, config, on_gpu,
                                   refs["net"])))
     if "mpi" in parts:
-        for item_id, (kind, _) in mpi_cases.ITEMS.items():
+        for item_id, kind in mpi_cases.ITEMS.items():
             tasks.append(Task(f"mpi {kind}", [item_id],
                               partial(part3.grade_item, item_id, folder, workroot, config,
                                       refs["mpi"])))
@@ -206,13 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     submissions = _submissions(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    slots = None
-    if backend.on_gpu:
-        slots = gpus.GpuSlots(gpus.visible_ids() or ["0"])
-        jobs = min(args.jobs, len(slots.ids))
-        slots = gpus.GpuSlots(slots.ids[:jobs])  # the GPUs this run uses, one worker each
-    else:
-        jobs = args.jobs
+    slots, jobs = None, args.jobs
+    if backend.on_gpu:  # at most one worker per GPU
+        ids = gpus.visible_ids() or ["0"]
+        jobs = min(args.jobs, len(ids))
+        slots = gpus.GpuSlots(ids[:jobs])
     where = f" x {jobs} GPUs, one worker each" if slots and jobs > 1 else ""
     print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
           file=sys.stderr)

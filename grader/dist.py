@@ -123,7 +123,9 @@ def find_leaks(root: Path, solution: Path) -> list[str]:
     """Every file in `root` holding a solution region: the whole of it, or two of its long
     lines (all of them, if it has fewer); and every hidden check. One long line alone is
     not counted, so that shared boilerplate (`rank, size = ...`) may ship."""
-    regions = solution_regions(solution)
+    regions = [(region, {line for line in region if len(line) >= LONG_LINE})
+               for region in solution_regions(solution)]
+    snippets = _hidden_snippets()
     leaks = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if path.suffix == ".gz":
@@ -132,14 +134,13 @@ def find_leaks(root: Path, solution: Path) -> list[str]:
         lines = {line.strip() for line in text.splitlines()}
         where = path.relative_to(root)
         stripped = "\n".join(line.strip() for line in text.splitlines())
-        for region in regions:
-            long_lines = {line for line in region if len(line) >= LONG_LINE}
+        for region, long_lines in regions:
             found = sorted(long_lines & lines)
             if region and "\n".join(region) in stripped:
                 leaks.append(f"{where}: a whole solution region ({region[0]!r} ...)")
             elif found and len(found) >= min(2, len(long_lines)):
                 leaks.append(f"{where}: solution lines {found}")
-        leaks += [f"{where}: hidden check {s[:60]!r}" for s in _hidden_snippets() if s in text]
+        leaks += [f"{where}: hidden check {s[:60]!r}" for s in snippets if s in text]
         if path.suffix == ".py" and path.parent.name == "grader":
             leaks += [f"{where}: imports instructor-only grader.{m}"
                       for m in _grader_imports(text) if f"{m}.py" in INSTRUCTOR_ONLY]

@@ -9,7 +9,6 @@ figures measured on the GPU it ran on.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import queue
 import threading
@@ -17,27 +16,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
+from nnkit.backend import device_count
+
 T = TypeVar("T")
 _held = threading.local()
-
-
-def driver_count() -> int:
-    """GPUs the CUDA driver shows this process (it honours CUDA_VISIBLE_DEVICES); 0 when
-    there is no driver."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
 
 
 def visible_ids(count: int | None = None) -> list[str]:
     """The ids to give workers in CUDA_VISIBLE_DEVICES: those the grader was itself given
     (an instructor's CUDA_VISIBLE_DEVICES, or a scheduler's), else 0 .. count-1."""
-    count = driver_count() if count is None else count
+    count = device_count()[0] if count is None else count
     given = [i.strip() for i in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
              if i.strip()]
     return given[:count] if given else [str(i) for i in range(count)]
@@ -67,11 +55,10 @@ class GpuSlots:
     @contextmanager
     def hold(self) -> Iterator[str]:
         gpu = self._free.get()
-        _held.gpu = gpu
         try:
-            yield gpu
+            with pinned(gpu):
+                yield gpu
         finally:
-            _held.gpu = None
             self._free.put(gpu)
 
 

@@ -13,18 +13,15 @@ import numpy as np
 
 RANKS = 4  # processes per job; cases use communicators of 1..RANKS of them
 
-DATA_MODULE = "mpi_1_data_parallel"
-RING_MODULE = "mpi_2_ring"
-
-# item -> (job kind, the student functions it exercises)
+# item -> the kind of job that grades it (grader/worker_mpi.py): scatter_batch, then
+# allreduce_gradients alone, both in training (gradient all-reduce and model averaging),
+# and ring_allreduce
 ITEMS = {
-    "mpi.scatter": ("scatter", [(DATA_MODULE, "scatter_batch")]),
-    "mpi.allreduce": ("allreduce", [(DATA_MODULE, "allreduce_gradients")]),
-    "mpi.data_parallel": ("train", [(DATA_MODULE, "scatter_batch"),
-                                    (DATA_MODULE, "allreduce_gradients")]),
-    "mpi.ring": ("ring", [(RING_MODULE, "ring_allreduce")]),
-    "mpi.averaging": ("average", [(DATA_MODULE, "scatter_batch"),
-                                  (DATA_MODULE, "allreduce_gradients")]),
+    "mpi.scatter": "scatter",
+    "mpi.allreduce": "allreduce",
+    "mpi.data_parallel": "train",
+    "mpi.ring": "ring",
+    "mpi.averaging": "average",
 }
 
 # Training: Part 2's reduced configuration (81 sample images pooled to 7x7, 49-8-10,

@@ -34,14 +34,8 @@ import time
 from pathlib import Path
 
 from grader import examples
-from grader.notebook import (
-    ASSIGNMENTS,
-    Assignment,
-    NotebookError,
-    build_notebook,
-    extract,
-    write_notebook,
-)
+from grader.nbextract import NotebookError, extract
+from grader.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
 from nnkit.gemm import KERNELS
 from nnkit.submission import KIT_ROOT
 

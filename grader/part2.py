@@ -122,7 +122,7 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     return items
 
 
-def _relative(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+def relative_norms(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     """(relative max-norm, relative L2 norm) of got - ref."""
     ref = ref.astype(np.float64)
     diff = got.astype(np.float64) - ref
@@ -153,7 +153,7 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
             continue
         worst, parts = 0.0, []
         for key, ref in ref_params.named().items():
-            rel_max, rel_l2 = _relative(got[key], ref)
+            rel_max, rel_l2 = relative_norms(got[key], ref)
             figures["relative_max_norm"][f"{key} ({name})"] = rel_max
             figures["relative_l2_norm"][f"{key} ({name})"] = rel_l2
             worst = max(worst, rel_max)

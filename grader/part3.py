@@ -37,7 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from grader import mpi_cases
+from grader.part2 import AGREEMENT_TOL, relative_norms
 from grader.results import FAIL, NOT_GRADED, PASS, ItemResult
+from grader.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, Config
 from nnkit import dataset, network
 from nnkit.collectives import (
@@ -51,7 +53,6 @@ from nnkit.collectives import (
 )
 from nnkit.gemm_reference import FLT_MIN, gamma
 
-AGREEMENT_TOL = 1e-4  # Part 2's criterion (CME 213: relative max-norm, 100 * 1e-6)
 DEFAULT_SECONDS = 90.0  # per MPI job; the solution's jobs take a few seconds each
 
 
@@ -122,8 +123,6 @@ def run_mpi_job(job: dict, workdir: Path, ranks: int, timeout: float,
     mpiexec, Hydra's proxy and every rank are confined, limited and killed as one job
     (Hydra puts each rank in a session of its own: a process group alone would not
     reach them)."""
-    from grader.runner import run_worker
-
     run = run_worker(job, workdir, timeout, on_gpu=False,
                      launcher=mpiexec_command(ranks, mpiexec), module="grader.worker_mpi",
                      extra_env=mpi_env())
@@ -274,11 +273,6 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]]) -> tuple[bool, str]
                   f"|ring - Allreduce| / bound at most {gap:.2f})")
 
 
-def _relative_max(got: np.ndarray, ref: np.ndarray) -> float:
-    top = float(np.abs(ref.astype(np.float64)).max())
-    return float(np.abs(got.astype(np.float64) - ref).max()) / max(top, 1e-30)
-
-
 def check_params(got: list[dict[str, np.ndarray]],
                  expected: list[network.Params]) -> tuple[bool, str]:
     worst, where = 0.0, ""
@@ -289,7 +283,7 @@ def check_params(got: list[dict[str, np.ndarray]],
                 return False, f"rank {r}: {key} missing or not float32{want.shape}"
             if not np.isfinite(have).all():
                 return False, f"rank {r}: {key} holds NaN or infinity"
-            rel = _relative_max(have, want)
+            rel = relative_norms(have, want)[0]
             if rel > worst:
                 worst, where = rel, f"rank {r}'s {key}"
     if worst > AGREEMENT_TOL:
@@ -314,9 +308,7 @@ def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
 def _copy(submission: Path, workdir: Path) -> Path:
     if workdir.exists():
         shutil.rmtree(workdir)
-    dest = workdir / "submission"
-    shutil.copytree(submission, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"))
-    return dest
+    return copy_submission(submission, workdir / "submission")  # links copied as links
 
 
 def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
@@ -324,7 +316,7 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
     """One Part 3 item: its MPI job, then a verdict per case from the ranks' files."""
     opts = ref.settings
     title, points = config.title(item_id), config.points(item_id)
-    kind = mpi_cases.ITEMS[item_id][0]
+    kind = mpi_cases.ITEMS[item_id]
     mpiexec = opts.mpiexec or find_mpiexec()
     if mpiexec is None:
         return [ItemResult(item_id, title, points, None, NOT_GRADED,

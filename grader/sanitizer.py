@@ -68,17 +68,14 @@ def find(configured: str = "") -> str | None:
     found = shutil.which("compute-sanitizer")
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"):
-        path = Path(home, "bin", "compute-sanitizer") if home else None
-        if path and os.access(path, os.X_OK):
-            return str(path)
-    return None
+    homes = [h for h in (os.environ.get("CUDA_HOME"), "/usr/local/cuda") if h]
+    return next((str(path) for home in homes
+                 if os.access(path := Path(home, "bin", "compute-sanitizer"), os.X_OK)), None)
 
 
 def launcher(executable: str, tool: str) -> list[str]:
-    """What goes before the worker's interpreter on its command line."""
-    if tool not in TOOLS:
-        raise ValueError(f"unknown compute-sanitizer tool {tool!r}; choose from {TOOLS}")
+    """What goes before the worker's interpreter on its command line (the config has
+    checked the tool's name against TOOLS)."""
     return [executable, "--tool", tool, "--print-limit", str(PRINT_LIMIT),
             "--show-backtrace", "no"]
 

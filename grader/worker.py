@@ -89,7 +89,7 @@ def run_gemm(job: dict, out: Path, submission: Path | None) -> None:
     from nnkit.timing import spin_up
 
     traps = None
-    if job["module"] != CUBLAS and job.get("traps", True):
+    if job["module"] != CUBLAS:
         traps = Traps(out / RECORD, submission)
         traps.install()
     try:

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from grader.mpi_cases import DATA_MODULE, RING_MODULE, gradient_inputs, ring_input, scatter_inputs
+from grader.mpi_cases import gradient_inputs, ring_input, scatter_inputs
 from grader.worker import describe_error
+from nnkit.mpi_train import DATA_MODULE, RING_MODULE
 from nnkit.submission import load_function
 
 
@@ -63,8 +64,7 @@ def run_ring(case: dict, comm: Any, submission: Path) -> dict[str, np.ndarray]:
     comm.Allreduce(MPI.IN_PLACE, library, op=MPI.SUM)  # MPI's answer, for the comparison
     counted = CountingComm(comm)
     ring(counted, buffer)
-    return {"got": buffer, "mpi": library, "calls": np.array(sorted(counted.calls), dtype=str),
-            "bytes_sent": np.array(counted.bytes_sent)}
+    return {"got": buffer, "mpi": library, "calls": np.array(sorted(counted.calls), dtype=str)}
 
 
 def _training(case: dict, comm: Any, submission: Path, every: int) -> dict[str, np.ndarray]:

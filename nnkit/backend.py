@@ -41,20 +41,35 @@ class Backend:
         return f"CUDA simulator on the CPU ({self.detail})"
 
 
+def _driver() -> tuple[Any, int, str]:
+    """(the CUDA driver library or None, its GPU count, why there are none)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None, 0, "no CUDA driver on this machine"
+    if lib.cuInit(0) != 0:
+        return lib, 0, "the CUDA driver reports no usable GPU"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return lib, 0, "the CUDA driver reports no GPU"
+    return lib, count.value, ""
+
+
+def device_count() -> tuple[int, str]:
+    """The GPUs the CUDA driver shows this process (it honours CUDA_VISIBLE_DEVICES), asked
+    without importing numba or CuPy; with the reason when there are none."""
+    _, count, why = _driver()
+    return count, why
+
+
 def probe_gpu() -> tuple[bool, str]:
     """Ask the CUDA driver for a device without importing numba or CuPy.
 
     Returns (usable, GPU name or the reason it is not usable).
     """
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False, "no CUDA driver on this machine"
-    if lib.cuInit(0) != 0:
-        return False, "the CUDA driver reports no usable GPU"
-    count = ctypes.c_int(0)
-    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return False, "the CUDA driver reports no GPU"
+    lib, count, why = _driver()
+    if not count:
+        return False, why
     device = ctypes.c_int(0)
     name = ctypes.create_string_buffer(256)
     lib.cuDeviceGet(ctypes.byref(device), 0)

@@ -231,6 +231,7 @@ class CountingComm:
 
     def __init__(self, comm: Any):
         self._comm = comm
+        self._size, self._rank = comm.Get_size(), comm.Get_rank()  # fixed for a communicator
         self.calls: Counter[str] = Counter()
         self.bytes_sent = 0
 
@@ -247,7 +248,7 @@ class CountingComm:
         return call
 
     def _payload(self, name: str, args: tuple, kwargs: dict) -> int:
-        size, rank = self._comm.Get_size(), self._comm.Get_rank()
+        size, rank = self._size, self._rank
         first = args[0] if args else kwargs.get("buf", kwargs.get("sendbuf"))
         if name in self.POINT_TO_POINT or name == "Sendrecv":
             return _nbytes(first)

@@ -55,14 +55,13 @@ class MpiFunctions:
     scatter_batch: Callable
     allreduce_gradients: Callable
     ring_allreduce: Callable | None
-    source: str  # where they come from, for messages
 
 
 def kit_functions() -> MpiFunctions:
     from nnkit import collectives
 
     return MpiFunctions(collectives.scatter_batch, collectives.allreduce_gradients,
-                        collectives.ring_allreduce, "the kit")
+                        collectives.ring_allreduce)
 
 
 def folder_functions(folder: Path, need_ring: bool = False) -> MpiFunctions:
@@ -71,8 +70,7 @@ def folder_functions(folder: Path, need_ring: bool = False) -> MpiFunctions:
 
     ring = load_function(folder, RING_MODULE, "ring_allreduce") if need_ring else None
     return MpiFunctions(load_function(folder, DATA_MODULE, "scatter_batch"),
-                        load_function(folder, DATA_MODULE, "allreduce_gradients"), ring,
-                        Path(folder).name)
+                        load_function(folder, DATA_MODULE, "allreduce_gradients"), ring)
 
 
 # --------------------------------------------------------------------------------------
@@ -209,7 +207,6 @@ class MpiHistory:
     epochs: list[EpochRecord] = field(default_factory=list)
     steps: int = 0
     bytes_sent: int = 0  # by this rank, during the training steps (CountingComm's tally)
-    averages: int = 0  # model averages taken (model averaging only)
 
     @property
     def bytes_per_step(self) -> float:
@@ -300,7 +297,6 @@ def train_mpi(comm: Any, engine: Any, train_split: Split | None, config: TrainCo
                     engine.set_arrays(_average_models(counted, engine.arrays(), seen, window,
                                                       strategy, fns, stage))
                     stage, pending, seen, window = stage + 1, 0, 0, 0
-                    history.averages += 1
             history.steps += 1
         total = comm.allreduce(loss_sum, op=MPI.SUM)
         comm.Barrier()
