@@ -9,7 +9,6 @@ starter/, or a notebook whose code cells are tagged with their module (grader/nb
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -56,9 +55,10 @@ def _from_notebook(path: Path) -> Path:
     cannot be read becomes an empty folder, graded zero with 'missing module' messages."""
     from grader import nbextract
 
-    folder = KIT_ROOT / "build" / "notebooks" / path.stem
-    if folder.exists():
-        shutil.rmtree(folder)
+    # A folder of its own per notebook: two students' hw.ipynb must not share one.
+    parent = KIT_ROOT / "build" / "notebooks"
+    parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"{path.stem}-", dir=parent)) / path.stem
     try:
         nbextract.extract([path], folder)
     except Exception as err:  # noqa: BLE001 - any broken notebook; the class goes on
