@@ -104,8 +104,8 @@ def _gemm_references(config: Config, workroot: Path,
         return dict(zip(slots.ids, pool.map(measure, slots.ids), strict=True))
 
 
-def _references(parts: list[str], config: Config, workroot: Path, slots: gpus.GpuSlots | None,
-                config_path: Path = DEFAULT_CONFIG) -> dict:
+def _references(parts: list[str], config: Config, workroot: Path,
+                slots: gpus.GpuSlots | None) -> dict:
     """What every submission is measured against, computed once per grading run."""
     on_gpu = slots is not None
     refs: dict = {"gemm": None, "net": None, "mpi": None}
@@ -118,7 +118,7 @@ def _references(parts: list[str], config: Config, workroot: Path, slots: gpus.Gp
     if "mpi" in parts:
         print("Training the CPU reference for Part 3 (one process, and the serial model "
               "averaging) ...", file=sys.stderr)
-        refs["mpi"] = part3.reference(part3.settings(config_path))
+        refs["mpi"] = part3.reference()
     return refs
 
 
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         workroot = Path(tmp)
         try:
-            references = _references(parts, config, workroot, slots, args.config)
+            references = _references(parts, config, workroot, slots)
         except (part1.ReferenceError, RuntimeError) as err:
             print(f"grader: {err}", file=sys.stderr)
             return 1

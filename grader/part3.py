@@ -30,7 +30,6 @@ smallest normal float32 for results that underflow):
 from __future__ import annotations
 
 import shutil
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from grader import mpi_cases
 from grader.part2 import AGREEMENT_TOL, relative_norms
 from grader.results import FAIL, NOT_GRADED, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
-from grader.scoring import DEFAULT_CONFIG, Config
+from grader.scoring import Config
 from nnkit import dataset, network
 from nnkit.collectives import (
     MPICH_YIELD,
@@ -52,24 +51,6 @@ from nnkit.collectives import (
     split_counts,
 )
 from nnkit.gemm_reference import FLT_MIN, gamma
-
-DEFAULT_SECONDS = 90.0  # per MPI job; the solution's jobs take a few seconds each
-
-
-@dataclass
-class Settings:
-    seconds: float = DEFAULT_SECONDS  # wall-clock limit of one MPI job
-    mpiexec: str | None = None  # None: next to the interpreter, else on the PATH
-
-
-def settings(config_path: Path = DEFAULT_CONFIG) -> Settings:
-    """The [mpi] table of the grading config (optional: defaults otherwise)."""
-    try:
-        raw = tomllib.loads(Path(config_path).read_text()).get("mpi", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        raw = {}
-    return Settings(float(raw.get("seconds", DEFAULT_SECONDS)), raw.get("mpiexec") or None)
-
 
 # --------------------------------------------------------------------------------------
 # Running an MPI job
@@ -137,10 +118,9 @@ def run_mpi_job(job: dict, workdir: Path, ranks: int, timeout: float,
 class Reference:
     train: network.Params  # one process training on the same batches
     averaging: list[list[network.Params]]  # per averaging case, every rank's model
-    settings: Settings  # the [mpi] table of the grading config
 
 
-def reference(opts: Settings | None = None) -> Reference:
+def reference() -> Reference:
     from nnkit.mpi_train import simulate_model_averaging
     from nnkit.training import ReferenceRunner, TrainConfig, train
 
@@ -153,7 +133,7 @@ def reference(opts: Settings | None = None) -> Reference:
     every_rank = [simulate_model_averaging(params, data.train, config, case["ranks"],
                                            case["every"])
                   for case in mpi_cases.cases("average")]
-    return Reference(runner.params(), every_rank, opts or Settings())
+    return Reference(runner.params(), every_rank)
 
 
 # --------------------------------------------------------------------------------------
@@ -314,10 +294,9 @@ def _copy(submission: Path, workdir: Path) -> Path:
 def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
                ref: Reference) -> list[ItemResult]:
     """One Part 3 item: its MPI job, then a verdict per case from the ranks' files."""
-    opts = ref.settings
     title, points = config.title(item_id), config.points(item_id)
     kind = mpi_cases.ITEMS[item_id]
-    mpiexec = opts.mpiexec or find_mpiexec()
+    mpiexec = config.mpiexec or find_mpiexec()
     if mpiexec is None:
         return [ItemResult(item_id, title, points, None, NOT_GRADED,
                            "not graded: no mpiexec on this machine (pip install mpich, or "
@@ -325,11 +304,11 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
     cases = mpi_cases.cases(kind)
     copy = _copy(submission, workroot / f"mpi_{kind}")
     run = run_mpi_job({"kind": kind, "submission": str(copy), "cases": cases},
-                      workroot / f"mpi_{kind}", mpi_cases.RANKS, opts.seconds, mpiexec)
+                      workroot / f"mpi_{kind}", mpi_cases.RANKS, config.seconds_mpi, mpiexec)
     outcomes = []
     for n, case in enumerate(cases):
         name = mpi_cases.label(kind, case)
-        got, problem = _rank_results(run, n, case["ranks"], opts.seconds)
+        got, problem = _rank_results(run, n, case["ranks"], config.seconds_mpi)
         if problem:
             outcomes.append(Outcome(name, False, problem))
             continue

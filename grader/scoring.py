@@ -31,6 +31,8 @@ class Config:
     sanitizer_findings_fail: bool = False  # does a compute-sanitizer finding fail the item?
     sanitizer_path: str = ""  # the executable; "" = look on PATH and in /usr/local/cuda
     seconds_sanitizer: float = 900.0
+    seconds_mpi: float = 90.0  # one MPI job of Part 3 ([mpi] seconds)
+    mpiexec: str = ""  # "": beside the grading interpreter, else on the PATH
 
     def points(self, item: str) -> float:
         return float(self.items[item]["points"])
@@ -57,6 +59,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             sanitizer_findings_fail=bool(checks.get("gpu_sanitizer_findings_fail", False)),
             sanitizer_path=str(checks.get("gpu_sanitizer_path", "")),
             seconds_sanitizer=float(limits.get("seconds_sanitizer", 900)),
+            seconds_mpi=float(raw.get("mpi", {}).get("seconds", 90)),
+            mpiexec=str(raw.get("mpi", {}).get("mpiexec", "")),
         )
         sandbox_settings = sandbox.Settings.from_config(raw.get("sandbox", {}))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
