@@ -214,3 +214,51 @@ def test_reports_cannot_be_written_by_a_submission(graded):
     _needs(graded, *FILES_CONFINED)
     assert graded["planted"] == []
 
+
+
+class _ArmedTraps:
+    armed = True
+
+    def hit(self, what: str) -> str:
+        return what
+
+
+def test_imports_are_refused_unless_a_trusted_library_asks(tmp_path, monkeypatch):
+    """numba compiling a kernel may import scipy.linalg during the student's call (found on
+    a GPU machine with SciPy installed): allowed. The same import from the student's code,
+    directly or through exec, is refused."""
+    import sys
+
+    from grader import anticheat
+
+    package = tmp_path / "compilerlib"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "def ask(guard):\n    return guard.find_spec('scipy.linalg')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import compilerlib
+
+    guard = anticheat._ImportGuard(_ArmedTraps())
+    with pytest.raises(anticheat.ForbiddenCall, match="import scipy.linalg"):
+        compilerlib.ask(guard)  # not trusted yet
+    monkeypatch.setattr(anticheat, "TRUSTED_IMPORTERS", ("compilerlib",))
+    assert compilerlib.ask(guard) is None
+    with pytest.raises(anticheat.ForbiddenCall):
+        guard.find_spec("scipy.linalg")
+    with pytest.raises(anticheat.ForbiddenCall):
+        exec("guard.find_spec('torch')", {"guard": guard})
+    assert guard.find_spec("json") is None
+    # The library itself, once imported that way, loading its own submodules: allowed.
+    library = tmp_path / "scipylike"
+    library.mkdir()
+    (library / "__init__.py").write_text(
+        "def ask(guard):\n    return guard.find_spec('scipy.linalg._misc')\n")
+    import scipylike
+
+    monkeypatch.setattr(anticheat, "TRUSTED_IMPORTERS", ())
+    with pytest.raises(anticheat.ForbiddenCall):
+        scipylike.ask(guard)
+    monkeypatch.setattr(anticheat, "_LIBRARY_ROOTS", ("scipylike",))
+    assert scipylike.ask(guard) is None
+    for name in ("compilerlib", "scipylike"):
+        sys.modules.pop(name, None)
