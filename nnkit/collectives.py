@@ -282,8 +282,9 @@ def find_mpiexec() -> str | None:
 
 
 def mpiexec_command(ranks: int, mpiexec: str | None = None) -> list[str]:
-    """[mpiexec, -n, ranks, ...] with the flags Open MPI needs to run more ranks than
-    cores (and as root); MPICH's Hydra needs none."""
+    """[mpiexec, -n, ranks, ...] for ranks on this machine, with the flags Open MPI needs
+    to run more ranks than cores, as root, and where no ssh is installed (its default
+    launcher stops if none is found, even for local ranks); MPICH's Hydra needs none."""
     mpiexec = mpiexec or find_mpiexec()
     if mpiexec is None:
         raise FileNotFoundError("no mpiexec: install the kit's environment (pip install "
@@ -296,6 +297,8 @@ def mpiexec_command(ranks: int, mpiexec: str | None = None) -> list[str]:
         version = ""
     if "Open MPI" in version or "OpenRTE" in version:
         command.append("--oversubscribe")
+        if "OpenRTE" in version:  # Open MPI 4: its local-only launcher needs no ssh
+            command += ["--mca", "plm", "isolated"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-run-as-root")
     return command

@@ -93,6 +93,25 @@ def test_counting_comm_counts_point_to_point_and_collectives():
     assert counted.calls == {"Send": 1, "Scatterv": 1, "Allreduce": 1}
 
 
+@pytest.mark.parametrize("version, wanted, unwanted", [
+    ("mpiexec (OpenRTE) 4.1.6", ["--oversubscribe", "isolated"], []),
+    ("mpiexec (Open MPI) 5.0.3", ["--oversubscribe"], ["isolated"]),
+    ("HYDRA build details:", [], ["--oversubscribe", "isolated"]),
+])
+def test_mpiexec_flags_follow_the_mpi(tmp_path, version, wanted, unwanted):
+    """Open MPI 4 stops when no ssh is installed, even for local ranks (seen on a GPU
+    machine): the kit asks for its local launcher there. MPICH needs no flags."""
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\necho '{version}'\n")
+    fake.chmod(0o755)
+    command = mpiexec_command(3, str(fake))
+    assert command[:3] == [str(fake), "-n", "3"]
+    for flag in wanted:
+        assert flag in command
+    for flag in unwanted:
+        assert flag not in command
+
+
 def test_rank_environment_drops_an_enclosing_job():
     env = rank_environment({"PMI_RANK": "3", "PMI_FD": "7", "HYDRA_CONTROL_FD": "5",
                             "PATH": "/bin", "OMP_NUM_THREADS": "8"})
