@@ -129,7 +129,14 @@ def select() -> Backend:
     # overlap. The kit's kernels, CuPy and cuBLAS all run on that one stream, in order,
     # which makes the wait useless. (A user's explicit setting wins.)
     os.environ.setdefault("NUMBA_CUDA_ARRAY_INTERFACE_SYNC", "0")
+    # numba warns about every launch of fewer than 128 blocks; the grading shapes and the
+    # network's small layers make that noise, not advice.
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     _selected = backend
+    if backend.on_gpu:
+        from nnkit import fastlaunch
+
+        fastlaunch.install()  # numba's launch costs more than the network's small kernels
     return backend
 
 
