@@ -3,8 +3,10 @@
 import numpy as np
 import torch
 
+from nnkit.backend import copy_into, to_device, to_host
+
 
 def gemm_naive(A, B, C, alpha, beta):
-    d = torch.addmm(torch.as_tensor(C.copy_to_host()), torch.as_tensor(A.copy_to_host()),
-                    torch.as_tensor(B.copy_to_host()), beta=beta, alpha=alpha)
-    C.copy_to_device(d.numpy().astype(np.float32))
+    d = torch.addmm(torch.as_tensor(to_host(C)), torch.as_tensor(to_host(A)),
+                    torch.as_tensor(to_host(B)), beta=beta, alpha=alpha)
+    copy_into(C, to_device(d.numpy().astype(np.float32)))
