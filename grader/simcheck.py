@@ -101,14 +101,9 @@ class Findings(list[Finding]):
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
-        self._dropped = bytearray()  # a byte per access left out: `limit` were kept
+        self.dropped = 0  # accesses left out because `limit` findings were already kept
         self._by_site: dict[tuple[str, str, int], Finding] = {}
         self._lock = threading.Lock()
-
-    @property
-    def dropped(self) -> int:
-        """Accesses left out because `limit` findings were already kept."""
-        return len(self._dropped)
 
 
 # Set while instrument() is active; the hooks below read them.
@@ -178,7 +173,7 @@ def _report(kind: str, thread: Any, other: int | None,
             found.more.append(1)
             return
         if len(findings) >= findings.limit:
-            findings._dropped.append(1)
+            findings.dropped += 1
             return
         other_thread = None
         if other is not None:  # the simulator's thread_id is x + bx * (y + by * z)
