@@ -9,12 +9,13 @@ starter/, or a notebook whose code cells are tagged with their module (grader/nb
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -167,6 +168,11 @@ def write_feedback(results: list[SubmissionResult], out: Path) -> None:
               file=sys.stderr)
 
 
+def with_secret(config: Config, seed: int | None) -> Config:
+    """The config with the run's secret: `seed`, or drawn from the system's randomness."""
+    return replace(config, secret=secrets.randbits(62) if seed is None else int(seed))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("submissions", nargs="*", help="folders (or 'solution', 'starter')")
@@ -182,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=1,
                         help="workers at a time: CPU workers in simulator mode; on GPUs, at "
                              "most one per GPU, so that timings do not disturb each other")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the run's secret seed (default: drawn afresh); every case's "
+                             "inputs derive from it, so a fixed seed reproduces a run")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
     return parser
@@ -200,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
     try:
-        config = load_config(args.config)
+        config = with_secret(load_config(args.config), args.seed)
         backend = select()
     except (ConfigError, BackendError) as err:
         parser.error(str(err))

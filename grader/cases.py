@@ -1,7 +1,7 @@
 """The GEMM test cases and how their operands are laid out in memory.
 
-Both sides build operands with the same code: the worker (next to the submission) to run
-the kernel, the parent to know what the kernel was given and what it must return.
+The grader builds every case's operands, writes them for the worker, and rebuilds them
+to know what the kernel was given and what it must return.
 
 Traps set for every case:
 - with beta == 0, C starts as NaN: an element the kernel never writes, or a kernel that
@@ -12,48 +12,59 @@ Traps set for every case:
 - a "reuse" case runs in the buffers of the case before it (same shapes, same device
   memory), refilled with new values: a launcher that caches or replays its last result
   returns the old answer. Timed calls likewise get a new A before each call (see
-  `perturbed_a`), and a sample of every timed call's C is checked.
+  grader/worker/layout.py), and a sample of every timed call's C is checked.
+
+Operands are built here, in the grader, and written into each job's folder: the worker
+holds no way to build them, and their seeds mix the case's number with a secret of the
+grading run (`case_seed`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import hashlib
+from dataclasses import replace
 
 import numpy as np
 
+from grader.worker.layout import C_SENTINEL, GUARD, GemmCase, Operands
 from nnkit.gemm_reference import random_operands
 
-GUARD = 2  # border width of guarded buffers, in elements
-C_SENTINEL = np.float32(-12345.0)
+__all__ = ["C_SENTINEL", "GUARD", "GemmCase", "Operands", "build_operands", "case_seed",
+           "correctness_cases", "perf_cases"]
 
 
-@dataclass(frozen=True)
-class GemmCase:
-    M: int
-    N: int
-    K: int
-    alpha: float = 2.0
-    beta: float = 5.0
-    trans_a: bool = False
-    trans_b: bool = False
-    guard: bool = False
-    seed: int = 0
-    reuse: bool = False  # run in the previous case's buffers, refilled (see module doc)
+def case_seed(number: int, secret: int) -> list[int]:
+    """The generator seed of a case: its number mixed with the run's secret, which the
+    grader draws at start (`--seed` fixes it) and no job ever sees."""
+    return [int(secret) & (2**63 - 1), int(number)]
 
-    def label(self) -> str:
-        form = {(False, False): "AB", (True, False): "AᵀB", (False, True): "ABᵀ"}.get(
-            (self.trans_a, self.trans_b), "AᵀBᵀ"
-        )
-        text = f"{self.M}x{self.N}x{self.K} {form} α={self.alpha:g} β={self.beta:g}"
-        text += " guarded" if self.guard else ""
-        return text + (", again in the same buffers with new values" if self.reuse else "")
 
-    def to_json(self) -> dict:
-        return asdict(self)
+def derived(secret: int, *labels: str | int) -> int:
+    """A seed for one purpose of one job (the timed calls' factors, which cases are
+    replayed), from the run's secret: what one job is told says nothing of another's."""
+    digest = hashlib.sha256(repr((int(secret), labels)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 2
 
-    @classmethod
-    def from_json(cls, data: dict) -> GemmCase:
-        return cls(**data)
+
+def job_inputs(cases: list[GemmCase], perf: list[GemmCase], secret: int) -> dict[str, np.ndarray]:
+    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C` and `perf-N/...`."""
+    arrays = {}
+    for prefix, group in (("case", cases), ("perf", perf)):
+        for n, case in enumerate(group):
+            ops = build_operands(case, secret)
+            arrays.update({f"{prefix}-{n}/A": ops.A_buf, f"{prefix}-{n}/B": ops.B_buf,
+                           f"{prefix}-{n}/C": ops.C_buf})
+    return arrays
+
+
+def replayed_cases(count: int, on_gpu: bool, seed: int) -> list[int]:
+    """Which correctness cases are replayed: all on a GPU; in the simulator, where a
+    kernel runs a thousand times slower, three drawn from a seed the job never sees
+    (a launcher cannot know which of its calls will be checked)."""
+    if on_gpu or count <= 3:
+        return list(range(count))
+    rng = np.random.default_rng(seed)
+    return sorted(int(x) for x in rng.choice(count, size=3, replace=False))
 
 
 def cases_of(shapes: list[tuple], seed0: int) -> list[GemmCase]:
@@ -114,38 +125,6 @@ def perf_cases() -> list[GemmCase]:
     return [GemmCase(M, N, K, 2.0, 5.0, seed=900 + n) for n, (M, N, K) in enumerate(PERF_SHAPES)]
 
 
-SAMPLES = 1024  # elements of C checked after every timed call
-
-
-def perturbed_a(A_buf: np.ndarray, call: int) -> np.ndarray:
-    """A as given to timed call number `call` (warm-up calls included): scaled by
-    1 + (call + 1)/64, so that no two calls see the same operands and a replayed result is
-    wrong. Both sides compute it with the same float32 product, bit for bit."""
-    return A_buf * np.float32(1.0 + (call + 1) / 64.0)
-
-
-def sample_positions(case: GemmCase) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, columns) of the elements of C sampled after each timed call."""
-    rng = np.random.default_rng(case.seed + 7)
-    flat = rng.choice(case.M * case.N, size=min(SAMPLES, case.M * case.N), replace=False)
-    return np.divmod(np.sort(flat), case.N)
-
-
-@dataclass
-class Operands:
-    """Host buffers of one case and the views the kernel is given."""
-
-    A_buf: np.ndarray
-    B_buf: np.ndarray
-    C_buf: np.ndarray
-    interior: tuple[slice, slice]
-
-    def views(self, bufs: tuple | None = None) -> tuple:
-        """(A, B, C) as stored: interiors of the (given, default host) buffers."""
-        A_buf, B_buf, C_buf = bufs if bufs is not None else (self.A_buf, self.B_buf, self.C_buf)
-        return A_buf[self.interior], B_buf[self.interior], C_buf[self.interior]
-
-
 def _embed(X: np.ndarray, guard: bool, fill: np.float32) -> np.ndarray:
     if not guard:
         return X.copy()
@@ -154,13 +133,13 @@ def _embed(X: np.ndarray, guard: bool, fill: np.float32) -> np.ndarray:
     return buf
 
 
-def build_operands(case: GemmCase) -> Operands:
+def build_operands(case: GemmCase, secret: int = 0) -> Operands:
     """The exact bytes the kernel starts from (C already poisoned when beta == 0)."""
-    A, B, C = random_operands(case.M, case.N, case.K, case.seed, case.trans_a, case.trans_b)
+    A, B, C = random_operands(case.M, case.N, case.K, case_seed(case.seed, secret),
+                              case.trans_a, case.trans_b)
     if case.beta == 0.0:
         C[:] = np.nan
-    interior = (slice(GUARD, -GUARD), slice(GUARD, -GUARD)) if case.guard else (
-        slice(None), slice(None))
+    interior = case.interior()
     return Operands(
         _embed(A, case.guard, np.float32(np.nan)),
         _embed(B, case.guard, np.float32(np.nan)),

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.cases import GemmCase, Operands, build_operands, perturbed_a, sample_positions
+from grader.cases import GemmCase, Operands, build_operands
+from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, error_bound, gamma, reference
 from nnkit.timing import Timings, best
 
@@ -91,29 +92,67 @@ def _describe_finding(f: dict) -> str:
     return f"{where}: {f.get('kind', '?')} on {f.get('array', '?')} (x{f.get('count', 1)})"
 
 
+NO_KERNEL = ("the call launched none of the submission's kernels: the result must be "
+             "computed by your own kernels on the device")
+NOT_REPRODUCED = ("the result is not what the kernels the call launched compute (the grader "
+                  "ran them again from the call's inputs and got: {why}); results must come "
+                  "from your kernels alone, not from host code, a library or data prepared "
+                  "outside them")
+
+
+def launches_of(data: dict) -> int:
+    """Launches of the submission's own kernels one call made (0 when not recorded)."""
+    value = data.get("launch:own")
+    try:
+        return int(value) if value is not None and np.asarray(value).size == 1 else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def replay_problem(case: GemmCase, ops: Operands, data: dict) -> str:
+    """'' when the replayed launches reproduce a right C (and leave A and B alone)."""
+    if any(k.startswith("replay-missing:") for k in data) or "replay:C" not in data:
+        return NOT_REPRODUCED.format(why="C is not in memory any recorded kernel touched")
+    for name, before in (("A", ops.A_buf), ("B", ops.B_buf)):
+        again = data.get(f"replay:{name}")
+        if again is not None and not _same_bits(before, again):
+            return NOT_REPRODUCED.format(why=f"the kernels modify {name}")
+    passed, message, _ = compare_result(case, ops, data["replay:C"])
+    return "" if passed else NOT_REPRODUCED.format(why=message)
+
+
 def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
-               findings_fail: bool = True, previous: GemmCase | None = None) -> CaseOutcome:
+               findings_fail: bool = True, previous: GemmCase | None = None,
+               secret: int = 0, replayed: bool = False) -> CaseOutcome:
     """The verdict on correctness case n; `stopped` says why a missing result is missing.
     For a case that reuses the buffers of `previous`, a wrong C that is the previous
-    case's answer is reported as a replayed result."""
+    case's answer is reported as a replayed result. Every case must launch the
+    submission's own kernels, and a `replayed` case must be reproduced by them."""
     label = case.label()
     err_file, npz_file = outdir / f"case-{n}.err", outdir / f"case-{n}.npz"
     if err_file.exists():
         return CaseOutcome(label, False, "raised " + err_file.read_text())
     if not npz_file.exists():
         return CaseOutcome(label, False, f"no result ({stopped})")
-    ops = build_operands(case)
+    ops = build_operands(case, secret)
     try:
-        with np.load(npz_file, allow_pickle=False) as data:
-            A_after, B_after, C_after = data["A"], data["B"], data["C"]
+        with np.load(npz_file, allow_pickle=False) as npz:
+            data = {k: npz[k] for k in npz.files}
+        A_after, B_after, C_after = data["A"], data["B"], data["C"]
     except (OSError, ValueError, KeyError) as err:
         return CaseOutcome(label, False, f"unreadable result ({err})")
     for name, before, after in (("A", ops.A_buf, A_after), ("B", ops.B_buf, B_after)):
         if not _same_bits(before, after):
             return CaseOutcome(label, False, f"modified its input {name}")
+    if launches_of(data) < 1:
+        return CaseOutcome(label, False, NO_KERNEL)
     passed, message, ratio = compare_result(case, ops, C_after)
+    if passed and replayed:
+        problem = replay_problem(case, ops, data)
+        if problem:
+            return CaseOutcome(label, False, problem, ratio)
     if not passed and previous is not None and case.reuse:
-        if compare_result(previous, build_operands(previous), C_after)[0]:
+        if compare_result(previous, build_operands(previous, secret), C_after)[0]:
             message = ("returned the previous call's result for new operands in the same "
                        "buffers: results must not be cached or replayed between calls")
     found = read_findings(outdir / f"case-{n}.findings.json")
@@ -133,8 +172,11 @@ class PerfOutcome:
     message: str
 
 
-def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str) -> PerfOutcome:
-    """Best time of perf case n, provided the timed calls also computed the right C."""
+def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int = 0,
+               perf_seed: int = 0, own_code: bool = True) -> PerfOutcome:
+    """Best time of perf case n, provided every timed call launched the submission's own
+    kernels (`own_code`; not for cuBLAS) and computed the right C, and the extra call's
+    launches, replayed, reproduce its result."""
     label = case.label()
     err_file = outdir / f"perf-{n}.err"
     if err_file.exists():
@@ -142,21 +184,45 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str) -> PerfOutcom
     try:
         raw = json.loads((outdir / f"perf-{n}.json").read_text())
         timings = Timings(_positive_floats(raw["host"]), _positive_floats(raw["device"]))
-        with np.load(outdir / f"perf-{n}.npz", allow_pickle=False) as data:
-            C_after, samples = data["C"], data["samples"]
+        launches = raw.get("launches", [])
+        with np.load(outdir / f"perf-{n}.npz", allow_pickle=False) as npz:
+            data = {k: npz[k] for k in npz.files}
+        C_after, samples, extra_C = data["C"], data["samples"], data["extra_C"]
     except FileNotFoundError:
         return PerfOutcome(label, None, f"no timing ({stopped})")
     except (OSError, ValueError, KeyError, TypeError) as err:
         return PerfOutcome(label, None, f"unreadable timing ({err})")
-    ops = build_operands(case)
+    ops = build_operands(case, secret)
     calls = samples.shape[0] if samples.ndim == 2 else 0
-    wrong = check_samples(case, ops, samples, max(calls, len(timings.host)))
+    factors = call_factors(perf_seed + n, max(calls, len(timings.host)) + 1)
+    if own_code and (len(launches) != calls or not all(
+            isinstance(k, int) and k >= 1 for k in launches)):
+        return PerfOutcome(label, None, "a timed call launched none of the submission's "
+                           "kernels inside the timed interval (work left to run later, or "
+                           "done some other way, is not timed)")
+    wrong = check_samples(case, ops, samples, max(calls, len(timings.host)), factors,
+                          perf_seed)
     if wrong:
         return PerfOutcome(label, None, wrong)
-    last = Operands(perturbed_a(ops.A_buf, calls - 1), ops.B_buf, ops.C_buf, ops.interior)
+    last = Operands(perturbed_a(ops.A_buf, factors[calls - 1]), ops.B_buf, ops.C_buf,
+                    ops.interior)
     passed, message, _ = compare_result(case, last, C_after)
     if not passed:
         return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
+    extra = Operands(perturbed_a(ops.A_buf, factors[calls]), ops.B_buf, ops.C_buf,
+                     ops.interior)
+    passed, message, _ = compare_result(case, extra, extra_C)
+    if not passed:
+        return PerfOutcome(label, None, "the untimed check call computed a wrong C: " + message)
+    if own_code:
+        if launches_of(data) < 1:
+            return PerfOutcome(label, None, NO_KERNEL)
+        # The extra call's replay is checked on C only: A was refilled before it.
+        replay = {k: v for k, v in data.items()
+                  if k == "replay:C" or k.startswith("replay-missing:C")}
+        problem = replay_problem(case, extra, replay)
+        if problem:
+            return PerfOutcome(label, None, problem)
     if timings.device is None:
         return PerfOutcome(label, None, "no GPU timings")
     if timings.escaped_events():
@@ -165,10 +231,11 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str) -> PerfOutcom
     return PerfOutcome(label, best(timings.counted), "ok")
 
 
-def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int) -> str:
+def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int,
+                  factors: list[float], perf_seed: int) -> str:
     """'' when the sampled elements of C after every timed call (warm-up included) are
     right for the A that call was given, else what is wrong."""
-    rows, cols = sample_positions(case)
+    rows, cols = sample_positions(case, perf_seed)
     if samples.shape != (calls, rows.size) or samples.dtype != np.float32 or calls < 1:
         return f"expected samples of C after each of {calls} calls, got {samples.dtype}" \
                f"{samples.shape}"
@@ -178,7 +245,7 @@ def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int
     alpha, beta = as_float32_scalar(case.alpha), as_float32_scalar(case.beta)
     K = opB.shape[0]
     for call in range(calls):
-        A = ops.views((perturbed_a(ops.A_buf, call), ops.B_buf, ops.C_buf))[0]
+        A = ops.views((perturbed_a(ops.A_buf, factors[call]), ops.B_buf, ops.C_buf))[0]
         opA = (A.T if case.trans_a else A).astype(np.float64)[rows]
         ref = alpha * np.einsum("sk,ks->s", opA, opB)
         magnitude = abs(alpha) * np.einsum("sk,ks->s", np.abs(opA), np.abs(opB))

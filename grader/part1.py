@@ -7,12 +7,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import anticheat, sanitizer
-from grader.cases import GemmCase, correctness_cases, perf_cases
+from grader.cases import (
+    GemmCase,
+    correctness_cases,
+    derived,
+    job_inputs,
+    perf_cases,
+    replayed_cases,
+)
 from grader.gemm_checks import check_case, check_perf
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
 from grader.scoring import Config, geometric_mean, speed_share
-from grader.worker import CUBLAS
+from grader.worker import CUBLAS, guard
 from nnkit.gemm import KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
@@ -30,7 +37,9 @@ class Reference:
 
 
 def _job(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
-         config: Config) -> dict:
+         config: Config, replay: list[int] = ()) -> dict:
+    """The job a worker gets: case descriptions (no values: those come as its inputs),
+    which cases it replays and the seed of its timed calls' factors."""
     module, function = KERNELS[kernel] if kernel != CUBLAS else (CUBLAS, None)
     return {
         "submission": str(submission) if submission else None,
@@ -40,7 +49,22 @@ def _job(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list
         "perf": [c.to_json() for c in perf],
         "repeats": config.repeats,
         "warmup": config.warmup,
+        "replay": list(replay),
+        "perf_seed": perf_seed(config, kernel),
     }
+
+
+def perf_seed(config: Config, kernel: str) -> int:
+    return derived(config.secret, "perf", kernel) % (2**31)
+
+
+def refused(run) -> str:
+    """'' or why the job's guard stopped the submission (grader/worker/guard.py)."""
+    found = guard.read_refusals(run.outdir)
+    if not found:
+        return ""
+    return ("the grader stopped the submission: it " + guard.describe(found[0])
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
 
 
 def _limit(config: Config, on_gpu: bool) -> float:
@@ -55,8 +79,10 @@ def measure_reference(config: Config, workroot: Path) -> Reference:
         source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
                                                                workdir / "submission")
         job = _job(source, kernel, [], perf_cases(), config)
-        run = run_worker(job, workdir, _limit(config, True), on_gpu=True)
-        outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu))
+        run = run_worker(job, workdir, _limit(config, True), on_gpu=True,
+                         inputs=job_inputs([], perf_cases(), config.secret))
+        outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu),
+                               config.secret, job["perf_seed"], own_code=kernel != CUBLAS)
                     for n, c in enumerate(perf_cases())]
         failed = [o for o in outcomes if o.seconds is None]
         if failed:
@@ -74,20 +100,28 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     if workdir.exists():
         shutil.rmtree(workdir)
     copy = copy_submission(submission, workdir / "submission")
-    run = run_worker(_job(copy, kernel, cases, perf, config), workdir, _limit(config, on_gpu),
-                     on_gpu)
+    replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
+    job = _job(copy, kernel, cases, perf, config, replay)
+    run = run_worker(job, workdir, _limit(config, on_gpu), on_gpu,
+                     inputs=job_inputs(cases, perf, config.secret))
     stopped = run.stop_reason(_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
         stopped = "could not load the module: " + load_error.read_text()
     outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail,
-                           previous=cases[n - 1] if c.reuse and n else None)
+                           previous=cases[n - 1] if c.reuse and n else None,
+                           secret=config.secret, replayed=n in replay)
                 for n, c in enumerate(cases)]
     correct = all(o.passed for o in outcomes)
+    stopped_by_guard = refused(run)
     item_id = f"gemm.{kernel}.correctness"
     failures = [o for o in outcomes if not o.passed]
-    if correct:
-        message = f"all {len(outcomes)} cases within the float32 error bound"
+    if stopped_by_guard:
+        correct = False
+        message = stopped_by_guard
+    elif correct:
+        message = (f"all {len(outcomes)} cases within the float32 error bound, computed by "
+                   f"the submission's kernels ({len(replay)} replayed)")
     elif load_error.exists():
         message = stopped
     else:
@@ -140,7 +174,8 @@ def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Con
         copy = copy_submission(submission, workdir / "submission")
         run = run_worker(_job(copy, kernel, sanitizer.cases(), [], config), workdir,
                          config.seconds_sanitizer, on_gpu,
-                         launcher=sanitizer.launcher(executable, tool))
+                         launcher=sanitizer.launcher(executable, tool),
+                         inputs=job_inputs(sanitizer.cases(), [], config.secret))
         reports.append(sanitizer.parse(tool, run.output_tail, run.returncode))
     return reports, ""
 
@@ -175,7 +210,8 @@ def _performance(kernel: str, correct: bool, run, perf: list[GemmCase], config: 
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
                           "not timed: the kernel must pass its correctness item first")
     stopped = run.stop_reason(config.seconds_gpu)
-    outcomes = [check_perf(c, run.outdir, n, stopped) for n, c in enumerate(perf)]
+    outcomes = [check_perf(c, run.outdir, n, stopped, config.secret, perf_seed(config, kernel))
+                for n, c in enumerate(perf)]
     broken = [o for o in outcomes if o.seconds is None]
     if broken:
         return ItemResult(item_id, title, max_points, 0.0, FAIL,

@@ -20,7 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from grader import gpus, sandbox
+from grader.worker import guard
 
 OUTPUT_TAIL = 3000  # characters of the worker's output kept for the feedback
 
@@ -38,6 +41,10 @@ class WorkerRun:
         """Why results may be missing, in words for the feedback."""
         if self.timed_out:
             return f"stopped after the {limit:g} s time limit"
+        if self.returncode == guard.GUARD_STATUS:
+            found = guard.read_refusals(self.outdir)
+            return ("the grader stopped the submission: it "
+                    + (guard.describe(found[0]) if found else "did what graded code may not"))
         if self.returncode == sandbox.SETUP_FAILED:
             return f"the grader could not start the sandbox: {self._last_line()}"
         if self.returncode not in (0, None):
@@ -69,11 +76,13 @@ _announced = threading.Event()
 
 def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
                launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
-               extra_env: dict[str, str] | None = None) -> WorkerRun:
-    """Run `module` (a grader/worker*.py) on `job` inside workdir; the job's outdir is
+               extra_env: dict[str, str] | None = None,
+               inputs: dict[str, np.ndarray] | None = None) -> WorkerRun:
+    """Run `module` (of grader/worker/) on `job` inside workdir; the job's outdir is
     created there. launcher goes before the interpreter (say, mpiexec's command: every
     process it starts is confined and killed with the job alike); extra_env is added to
-    the clean environment."""
+    the clean environment; inputs (the case operands the grader built) are written into
+    the job's folder, where the worker reads them before it imports the submission."""
     settings = sandbox.current()
     caps = sandbox.capabilities(settings, on_gpu)
     if not _announced.is_set():
@@ -89,6 +98,9 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
                       "file_mb": settings.file_mb}}
     if not on_gpu and settings.thread_stack_kb:
         job["thread_stack_kb"] = settings.thread_stack_kb
+    if inputs:
+        np.savez(workdir / "inputs.npz", **inputs)
+        job["inputs"] = "inputs.npz"
     job_file = workdir / "job.json"
     job_file.write_text(json.dumps(job))
     cwd = Path(job["submission"]) if job.get("submission") else workdir

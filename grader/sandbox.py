@@ -49,7 +49,7 @@ from nnkit.submission import KIT_ROOT
 
 JAIL = Path(__file__).with_name("jail.py")
 SETUP_FAILED = 125  # the jail's exit status when it could not set the sandbox up
-WORKER_MODULE = "grader.worker"
+WORKER_MODULE = "grader.worker.__main__"
 # Folders that are never covered: hiding one of them, or a folder holding one, would
 # take the system away from the worker.
 SYSTEM = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
@@ -235,42 +235,49 @@ _kit: Path | None = None
 _kit_lock = threading.Lock()
 
 
-def worker_modules() -> list[str]:
-    """The grader modules that run in jobs: every grader/worker*.py and what they import,
-    directly or not (their import statements, wherever they stand, followed through
-    grader/)."""
-    grader = Path(__file__).parent
-    todo, found = [p.stem for p in grader.glob("worker*.py")], set()
-    while todo:
-        name = todo.pop()
-        path = grader / f"{name}.py"
-        if name in found or not path.is_file():
-            continue
-        found.add(name)
+WORKER_PACKAGE = Path(__file__).with_name("worker")
+
+
+def worker_imports_outside() -> list[str]:
+    """Modules of the grader that grader/worker/ imports from outside itself: none may
+    be, since only the worker package is staged (a test keeps it so)."""
+    found = set()
+    for path in WORKER_PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "grader":
-                todo += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader."):
-                todo.append(node.module.split(".")[1])
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                names = names if node.module != "grader" else [
+                    f"grader.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[1] for a in node.names
-                         if a.name.startswith("grader.")]
+                names = [a.name for a in node.names]
+            for name in names:
+                if name.startswith("grader.") and not name.startswith("grader.worker"):
+                    found.add(name)
     return sorted(found)
 
 
 def staged_kit() -> Path:
-    """A folder holding nnkit/ and grader/ with the worker's modules only, readable by all
-    and writable by none but the grader; removed when the grader exits."""
+    """What jobs may import of the kit, in a folder readable by all and writable by none
+    but the grader (removed when the grader exits): nnkit/, with the kit's own copies of
+    student functions stubbed as the student kit ships them, and grader/ holding the
+    worker package only. No case builder, checker or reference answer is there."""
     global _kit
     with _kit_lock:
         if _kit is None:
+            from grader.stubgen import BEGIN, stub_source
+
             root = Path(tempfile.mkdtemp(prefix="nnkit-kit-"))
             atexit.register(shutil.rmtree, root, True)
-            shutil.copytree(KIT_ROOT / "nnkit", root / "nnkit",
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+            skip = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+            shutil.copytree(KIT_ROOT / "nnkit", root / "nnkit", ignore=skip)
+            for path in (root / "nnkit").rglob("*.py"):
+                text = path.read_text()
+                if BEGIN in text:
+                    path.write_text(stub_source(text, str(path)))
             (root / "grader").mkdir()
-            for name in ["__init__", *worker_modules()]:
-                shutil.copy(Path(__file__).with_name(f"{name}.py"), root / "grader")
+            shutil.copy(Path(__file__).with_name("__init__.py"), root / "grader")
+            shutil.copytree(WORKER_PACKAGE, root / "grader" / "worker", ignore=skip)
             for path in [root, *root.rglob("*")]:
                 path.chmod(0o755 if path.is_dir() else 0o644)
             _kit = root

@@ -33,6 +33,10 @@ class Config:
     seconds_sanitizer: float = 900.0
     seconds_mpi: float = 90.0  # one MPI job of Part 3 ([mpi] seconds)
     mpiexec: str = ""  # "": beside the grading interpreter, else on the PATH
+    # The grading run's secret: every case's inputs are generated from it (mixed with the
+    # case's number) by the grader alone, and no job ever sees it. Drawn afresh for each
+    # run unless `--seed` fixes it (to reproduce a run exactly).
+    secret: int = 0
 
     def points(self, item: str) -> float:
         return float(self.items[item]["points"])

@@ -30,11 +30,16 @@ def resolve(impl: str | Path) -> Path:
     return folder.resolve()
 
 
+def package_name(folder: Path) -> str:
+    """The name of the private package the folder's modules are loaded under."""
+    return "_nnkit_impl_" + hashlib.sha1(str(Path(folder).resolve()).encode()).hexdigest()[:12]
+
+
 def _package_for(folder: Path) -> str:
     """A private package whose path is the folder, so that the folder's modules can import
     one another with relative imports (`from .net_1_kernels import ...`)."""
     folder = Path(folder).resolve()
-    name = "_nnkit_impl_" + hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    name = package_name(folder)
     if name not in sys.modules:
         package = ModuleType(name)
         package.__path__ = [str(folder)]  # type: ignore[attr-defined]

@@ -77,13 +77,15 @@ def time_calls(
     warmup: int = 2,
     before_each: Callable[[], None] | None = None,
     after_each: Callable[[], None] | None = None,
+    clock: Clock | None = None,
 ) -> Timings:
     """Time `repeats` calls of run(), after `warmup` untimed calls.
 
     before_each (for example restoring an operand) and after_each (checking the result)
-    run around every call, warm-up calls included, outside the timed interval.
+    run around every call, warm-up calls included, outside the timed interval. The grading
+    worker passes the clock it captured before the submission was imported.
     """
-    clock = capture()
+    clock = clock or capture()
     events = (clock.event(), clock.event()) if clock.event is not None else None
     for _ in range(warmup):
         if before_each:

@@ -1,0 +1,19 @@
+"""Everything that runs inside a grading job's sandbox, next to submitted code.
+
+This package is staged whole into the jail (grader/sandbox.py); nothing else of the
+grader is. It holds no case builder, no checker and no reference answer: the grader
+writes each job's inputs into the job's folder, and judges the raw results the job
+writes back.
+
+    __main__   the worker process: set-up, then the job's kind
+    common     the job's context and error texts
+    guard      the audit hook: what submitted code may not do
+    launches   recording the kernels a call launched, and replaying them
+    tamper     has the submission rewritten a trusted module?
+    traps      library matrix products refused at run time (messages)
+    layout     where a GEMM case's operands sit in memory
+    gemm, net, mpi   the three parts' jobs
+    simcheck   race and index checker for the CUDA simulator
+"""
+
+CUBLAS = "cublas"  # the module name that selects cuBLAS instead of a submission

@@ -1,0 +1,125 @@
+"""The process that runs submitted code: `python -m grader.worker JOB.json`.
+
+Set-up comes first, before any submitted code is imported: the backend and numba, the
+clocks, the job's inputs (read, then removed from the job's folder), the launch recorder,
+the library traps, a photograph of the trusted modules, and last the audit hook. Then the
+job's kind runs the submission's code on every case and writes raw results only (arrays
+after the call, launch counts, the replay's outputs, timings, error texts) into the job's
+output folder, one file per case as soon as the case ends, so that whatever finished
+before a crash or a timeout is kept. It computes no verdict and no score: the grader
+does, from these files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from grader.worker import CUBLAS, gemm, net
+from grader.worker.common import LIMITS, Context
+
+
+def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
+    """The arrays the grader wrote for this job; the file is removed once read, so that
+    nothing of it is left for the submission to find."""
+    name = job.get("inputs")
+    if not name:
+        return {}
+    path = workdir / name
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return arrays
+
+
+def read_roots() -> list[Path]:
+    """Folders a submission may read files from: the Python installation and packages,
+    the staged kit and the data."""
+    from nnkit.mnist import default_dir
+
+    roots = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
+    roots |= {Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)}
+    roots.add(default_dir())
+    return sorted(roots)
+
+
+def kit_roots() -> list[Path]:
+    import grader
+    import nnkit
+
+    return [Path(grader.__file__).parent, Path(nnkit.__file__).parent]
+
+
+def set_up(job: dict, job_file: Path) -> Context:
+    from grader.worker import guard, launches, tamper, traps
+    from nnkit import timing
+    from nnkit.backend import cuda, select
+    from nnkit.submission import package_name
+
+    out = Path(job["outdir"])
+    backend = select()
+    del cuda  # imported for its side effect: numba loads before anything submitted can
+    clock = timing.capture()  # the clocks, before submitted code could replace them
+    if backend.on_gpu:
+        import cupy  # noqa: F401 - loaded now: the submission cannot stand in for it
+    inputs = load_inputs(job, job_file.parent)
+    submission = Path(job["submission"]).resolve() if job.get("submission") else None
+    (out / "worker.json").write_text(json.dumps({"backend": backend.describe(),
+                                                 "on_gpu": backend.on_gpu}))
+    recorder, extra = launches.NullRecorder(), {}
+    if submission is not None:
+        # Last on the path (the worker runs with -P): the submission's modules can import
+        # one another, and cannot stand in for an installed module.
+        sys.path.append(str(submission))
+        recorder = launches.Recorder(submission, backend.on_gpu)
+        recorder.install()
+        if job.get("kind", "gemm") == "gemm" and job.get("module") != CUBLAS:
+            library_traps = traps.Traps(out / traps.RECORD, submission)
+            library_traps.install()
+            extra["traps"] = library_traps
+    ctx = Context(job, out, submission, inputs, recorder, tamper.Snapshot(()), clock,
+                  backend.on_gpu, extra)
+    if submission is not None:
+        scratch = [Path(os.environ.get("TMPDIR", "/tmp"))]
+        hook = guard.Guard(submission, kit_roots(), out / guard.GUARD_FILE, scratch,
+                           read_roots() + [submission])
+        ctx.snapshot = tamper.Snapshot()
+        hook.arm(package_name(submission))
+    return ctx
+
+
+def main(argv: list[str]) -> int:
+    job_file = Path(argv[1])
+    job = json.loads(job_file.read_text())
+    try:
+        job_file.unlink()  # what it says (seeds, which cases are replayed) stays private
+    except OSError:
+        pass
+    LIMITS.update(job.get("limits", {}))
+    if job.get("thread_stack_kb"):
+        # The simulator runs a Python thread per CUDA thread, up to 1,024 at once: with the
+        # default 8 MiB stacks they would reserve 8 GiB of the address space the memory
+        # limit counts.
+        threading.stack_size(int(job["thread_stack_kb"]) * 1024)
+    ctx = set_up(job, job_file)
+    kind = job.get("kind", "gemm")
+    if kind == "gemm":
+        gemm.run(ctx)
+    elif kind in ("net_units", "net_train"):
+        (net.run_units if kind == "net_units" else net.run_training)(ctx)
+    else:
+        raise ValueError(f"unknown job kind {kind!r}")
+    (ctx.out / "done").write_text("")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

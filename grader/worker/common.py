@@ -1,0 +1,72 @@
+"""What every job of the worker shares: its context, and error texts for the grader."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LIMITS: dict = {}  # the sandbox's limits of this worker, from the job (for messages only)
+ERROR_CHARS = 1800  # the most of one error text the worker writes
+
+
+@dataclass
+class Context:
+    """Set up before the submission is imported; the jobs use nothing else of the kit's
+    state (module globals could have been replaced by then; these references not)."""
+
+    job: dict
+    out: Path
+    submission: Path | None
+    inputs: dict[str, np.ndarray]  # the case inputs the grader wrote for this job
+    recorder: Any  # launches.Recorder, or None for a job of the kit's own code
+    snapshot: Any  # tamper.Snapshot
+    clock: Any  # nnkit.timing.Clock
+    on_gpu: bool
+    extra: dict = field(default_factory=dict)
+
+
+def describe_error(err: BaseException, submission: Path | None) -> str:
+    """'Type: message', plus the last line of the submission's code on the way."""
+    try:
+        text = f"{type(err).__name__}: {err}".strip()
+    except Exception:  # noqa: BLE001 - a submission's exception whose str() fails
+        text = type(err).__name__
+    where = ""
+    if submission is not None:
+        for frame in traceback.extract_tb(err.__traceback__):
+            if Path(frame.filename).resolve().is_relative_to(submission):
+                where = f" ({Path(frame.filename).name}, line {frame.lineno}: {frame.line})"
+    return (text[:ERROR_CHARS] + where)[: ERROR_CHARS + 300] + _limit_hint(err)
+
+
+def _limit_hint(err: BaseException) -> str:
+    """Which of the sandbox's limits an error comes from, when it says so."""
+    errno = getattr(err, "errno", None)
+    if isinstance(err, MemoryError) and LIMITS.get("memory_mb"):
+        return f" (the worker's memory limit is {LIMITS['memory_mb']} MB)"
+    if (errno == 11 or "can't start new thread" in str(err)) and LIMITS.get("processes"):
+        return (f" (the job may run {LIMITS['processes']} processes and threads at a time)")
+    if errno == 27 and LIMITS.get("file_mb"):
+        return f" (files are limited to {LIMITS['file_mb']} MB)"
+    return ""
+
+
+def save_error(path: Path, err: BaseException, submission: Path | None) -> None:
+    path.write_text(describe_error(err, submission))
+
+
+def save_launches(path: Path, record: Any, replayed: dict | None) -> dict:
+    """The launch counts of one call and, when it was replayed, the replay's outputs, as
+    arrays to store beside the call's own (prefixes launch: and replay:)."""
+    arrays = {"launch:own": np.array(record.own_launches, np.int64),
+              "launch:other": np.array(record.other_launches, np.int64)}
+    for name, value in (replayed or {}).items():
+        if value is not None:
+            arrays[f"replay:{name}"] = np.asarray(value)
+        else:
+            arrays[f"replay-missing:{name}"] = np.zeros(0, np.int8)
+    return arrays

@@ -1,0 +1,168 @@
+"""Part 1's job: a GEMM launcher on its correctness cases, then on its timed cases.
+
+For every case the worker writes `case-N.npz`: the three buffers after the call, how many
+of the submission's own kernels the call launched, and, for the cases the grader chose
+to replay, the buffers as the replay of those launches left them (grader/worker/
+launches.py). Timed cases write `perf-N.json` (seconds per call, own launches per call)
+and `perf-N.npz` (C after the last timed call, samples of C after every call, and an
+extra untimed call with its replay).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from grader.worker import CUBLAS
+from grader.worker.common import Context, save_error, save_launches
+from grader.worker.launches import COUNT, FULL
+from grader.worker.layout import GemmCase, Operands, call_factors, perturbed_a, sample_positions
+from nnkit.backend import copy_into, synchronize, to_device, to_host
+from nnkit.gemm import cublas_gemm, gemm
+from nnkit.submission import load_function
+from nnkit.timing import spin_up, time_calls
+
+
+def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
+    """The host buffers the grader wrote for one case."""
+    inputs = ctx.inputs
+    return Operands(inputs[f"{prefix}/A"], inputs[f"{prefix}/B"], inputs[f"{prefix}/C"],
+                    case.interior())
+
+
+def run(ctx: Context) -> None:
+    job, out, submission = ctx.job, ctx.out, ctx.submission
+    try:
+        if job["module"] == CUBLAS:
+            launch = cublas_gemm
+        else:
+            launch = load_function(submission, job["module"], job["function"])
+    except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
+        save_error(out / "load.err", err, submission)
+        return
+    watch = simulator_watch(ctx.on_gpu)
+    replay = set(job.get("replay", []))
+    last = None  # the previous case and its device buffers, for a case that reuses them
+    for n, spec in enumerate(job["cases"]):
+        case = GemmCase.from_json(spec)
+        try:
+            ops = operands(ctx, f"case-{n}", case)
+            host = (ops.A_buf, ops.B_buf, ops.C_buf)
+            if case.reuse and last is not None and _same_layout(last[0], case):
+                bufs = last[1]
+                for buf, array in zip(bufs, host, strict=True):
+                    copy_into(buf, to_device(array))
+            else:
+                bufs = tuple(to_device(b) for b in host)
+            last = (case, bufs)
+            A, B, C = ops.views(bufs)
+            ctx.recorder.begin(FULL, list(zip(bufs, host, strict=True)))
+            try:
+                with watch(out / f"case-{n}.findings.json"):
+                    gemm(launch, A, B, C, case.alpha, case.beta,
+                         trans_a=case.trans_a, trans_b=case.trans_b)
+                synchronize()
+            finally:
+                record = ctx.recorder.end()
+            after = [to_host(b) for b in bufs]
+            replayed = None
+            if n in replay and record.own_launches:
+                refs = {k: ctx.recorder.ref_of(b) for k, b in zip("ABC", bufs, strict=True)}
+                replayed = ctx.recorder.replay(record, refs)
+            ctx.snapshot.check()
+            np.savez(out / f"case-{n}.npz", A=after[0], B=after[1], C=after[2],
+                     **save_launches(out, record, replayed))
+        except BaseException as err:  # noqa: BLE001
+            save_error(out / f"case-{n}.err", err, submission)
+
+    perf = job.get("perf", [])
+    if perf:
+        library_traps = ctx.extra.get("traps")
+        with library_traps.paused() if library_traps else nullcontext():
+            spin_up()  # every worker meets the GPU at the same clock
+    for n, spec in enumerate(perf):
+        case = GemmCase.from_json(spec)
+        try:
+            _timed_case(ctx, launch, case, n)
+        except BaseException as err:  # noqa: BLE001
+            save_error(out / f"perf-{n}.err", err, submission)
+
+
+def _same_layout(a: GemmCase, b: GemmCase) -> bool:
+    return (a.M, a.N, a.K, a.trans_a, a.trans_b, a.guard) == (b.M, b.N, b.K, b.trans_a,
+                                                               b.trans_b, b.guard)
+
+
+def _timed_case(ctx: Context, launch, case: GemmCase, n: int) -> None:
+    """Time the launcher on one case. Before every call (outside the timer) A gets new
+    values, scaled by a factor drawn from the job's secret seed, and C its starting ones;
+    after it, a sample of C is kept for the grader to check and the launches of the
+    submission's own kernels are counted, so that no call can skip its work, replay an
+    earlier result or leave its kernels to run after the timer stopped. One more call,
+    untimed, is recorded in full and replayed."""
+    job, out = ctx.job, ctx.out
+    ops = operands(ctx, f"perf-{n}", case)
+    bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
+    A, B, C = ops.views(bufs)
+    pristine_C = to_device(ops.C_buf)
+    calls = job["repeats"] + job["warmup"]
+    factors = call_factors(job["perf_seed"] + n, calls + 1)
+    rows, cols = sample_positions(case, job["perf_seed"])
+    samples: list[np.ndarray] = []
+    launches: list[int] = []
+    recorder = ctx.recorder
+
+    def before() -> None:
+        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)])))
+        copy_into(bufs[2], pristine_C)
+        recorder.begin(COUNT)
+
+    def after() -> None:
+        launches.append(recorder.end().own_launches)
+        samples.append(to_host(bufs[2])[ops.interior][rows, cols])
+
+    timings = time_calls(lambda: gemm(launch, A, B, C, case.alpha, case.beta),
+                         repeats=job["repeats"], warmup=job["warmup"], before_each=before,
+                         after_each=after, clock=ctx.clock)
+    C_last = to_host(bufs[2])
+    # The extra call: full record, then the replay of its launches.
+    A_extra = perturbed_a(ops.A_buf, factors[calls])
+    copy_into(bufs[0], to_device(A_extra))
+    copy_into(bufs[2], pristine_C)
+    recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])
+    try:
+        gemm(launch, A, B, C, case.alpha, case.beta)
+        synchronize()
+    finally:
+        record = recorder.end()
+    extra_C = to_host(bufs[2])
+    replayed = recorder.replay(record, {"C": recorder.ref_of(bufs[2])}) \
+        if record.own_launches else None
+    ctx.snapshot.check()
+    np.savez(out / f"perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
+             **save_launches(out, record, replayed))
+    (out / f"perf-{n}.json").write_text(json.dumps(
+        {"host": timings.host, "device": timings.device, "launches": launches}))
+
+
+def simulator_watch(on_gpu: bool):
+    """In the simulator: a context manager factory that runs a launch under the race and
+    index checker and writes its findings to the given file. On a GPU: does nothing."""
+    from contextlib import contextmanager
+
+    if on_gpu:
+        return lambda path: nullcontext()
+    from grader.worker import simcheck
+
+    @contextmanager
+    def watch(path: Path):
+        with simcheck.instrument() as findings:
+            try:
+                yield
+            finally:
+                path.write_text(json.dumps([f.to_json() for f in findings]))
+
+    return watch

@@ -1,0 +1,290 @@
+"""The worker's audit hook (PEP 578): what submitted code may not do, however it is written.
+
+The submission runs in the worker's own process, so anything written in Python to stop it
+(a trap, a wrapper) it could undo. An audit hook it cannot: once added, no Python code can
+remove or bypass it, and the interpreter calls it for every sensitive operation (ctypes,
+`gc` walks, frame access, opening files, starting processes, imports, ...). The hook
+decides who acts by walking the Python stack from the operation outward:
+
+- a frame of the submission comes first: the submission acts, and the operation is
+  refused (see DENIED), whatever library it went through (numpy.ctypeslib, a thread or a
+  map() over a library function started from its code);
+- a frame of the kit (the staged grader/worker and nnkit) or of a compiler library the
+  kit drives (numba, llvmlite, CuPy, CUDA's bindings) comes first: they act for the kit,
+  for instance numba compiling and launching a kernel for the recorder, and it is allowed;
+- otherwise (no submission frame at all) it is allowed.
+
+A refusal is recorded (one JSON line in the job's guard file, through a descriptor
+opened before the submission was imported) and ends the worker at once with status
+GUARD_STATUS: the grader fails every item of the job with the operation and the line of
+the submission that asked for it. The submission cannot turn a refusal into a pass; at
+most it can make its own job fail.
+
+What the hook cannot see: pure-Python mutation of module globals and object attributes
+(not audited events) and work that does not pass through an audited operation. Those are
+covered elsewhere: the kit keeps private references to what it relies on and checks that
+trusted modules are unchanged before writing results (grader/worker/tamper.py), and
+results count only when the kit's replay of the submission's own kernels reproduces them
+(grader/worker/launches.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+GUARD_FILE = "guard.jsonl"
+GUARD_STATUS = 86  # the worker's exit status after a refusal
+
+# Libraries that act for the kit when they run between a submission frame and the
+# operation: numba compiles and launches kernels (and calls LLVM through ctypes), CuPy and
+# CUDA's Python bindings move device memory. numpy is not among them: numpy.ctypeslib
+# would otherwise hand raw memory to a submission.
+COMPILERS = ("numba", "numba_cuda", "llvmlite", "cupy", "cupy_backends", "cupyx", "cuda",
+             "fastrlock", "mpi4py")
+
+# Operations refused when the submission acts (exact names, then prefixes).
+DENIED = frozenset({
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "gc.freeze",
+    "sys._getframe", "sys._getframemodulename", "sys._current_frames",
+    "sys._current_exceptions", "sys.settrace", "sys.setprofile", "sys.addaudithook",
+    "sys.monitoring.register_callback", "sys.set_asyncgen_hooks",
+    "builtins.id", "code.__new__", "marshal.loads", "marshal.load", "marshal.dumps",
+    "pickle.find_class", "mmap.__new__", "resource.setrlimit", "resource.prlimit",
+    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+    "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill", "pty.spawn",
+    "_thread.start_new_thread", "os.putenv", "os.unsetenv", "os.chmod", "os.chown",
+    "os.link", "os.symlink", "os.truncate", "os.setxattr", "os.removexattr",
+    "cpython.run_command", "cpython.run_file", "cpython.run_module", "cpython.run_startup",
+    "ctypes.dlopen", "import",
+})
+DENIED_PREFIXES = ("ctypes.", "socket.", "msvcrt.", "winreg.", "_winapi.", "sys.monitoring")
+# Path operations: allowed inside the submission's folder and the job's scratch only.
+PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree",
+                         "shutil.move", "shutil.copyfile", "shutil.copytree", "os.listdir",
+                         "os.scandir", "os.utime", "glob.glob"})
+# Attributes whose reading hands out a frame, and from it every local of the kit.
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back",
+                              "gi_suspended", "cr_suspended"})
+# Standard-library modules that look at the caller's frame or set attributes of the
+# classes they build, on the caller's behalf, and hand nothing of it back
+# (collections.namedtuple, typing, enum, dataclasses, warnings): their own use of those
+# operations is not the submission's.
+INNOCENT = ("collections", "typing", "enum", "dataclasses", "warnings", "functools", "abc",
+            "contextlib", "logging", "_weakrefset")
+INNOCENT_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename", "object.__setattr__",
+                             "object.__delattr__"})
+# Modules a submission may not load at run time (the static policy refuses more).
+REFUSED_IMPORTS = ("ctypes", "_ctypes", "cffi", "gc", "inspect", "subprocess", "socket",
+                   "multiprocessing", "pty", "torch", "jax", "jaxlib", "tensorflow", "scipy",
+                   "sklearn", "cupy.cublas", "cupyx.cutensor", "grader", "nnkit.network",
+                   "nnkit.collectives", "nnkit.mpi_train", "importlib.util", "runpy",
+                   "code", "codeop", "pickle", "marshal", "shelve", "mmap", "_posixsubprocess")
+
+
+class Guard:
+    """The audit hook of one worker. `arm()` adds it; nothing removes it."""
+
+    def __init__(self, submission: Path, kit_roots: Iterable[Path], record: Path,
+                 scratch: Iterable[Path] = (), read_roots: Iterable[Path] = ()):
+        self.submission = str(Path(submission).resolve())
+        self.package = ""  # the private package its modules load under (nnkit.submission)
+        self.kit = tuple(str(Path(p).resolve()) for p in kit_roots)
+        self.scratch = tuple(str(Path(p).resolve()) for p in scratch)
+        # Library and data folders a submission may read (imports of its own modules,
+        # libraries' data files, MNIST); everything else is closed to it.
+        self.read_roots = tuple(str(Path(p).resolve()) for p in read_roots)
+        self.compilers = self._compiler_roots()
+        self.innocent = self._innocent_files()
+        self._fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                           0o600)
+        self._local = threading.local()
+        self._armed = False
+        self.log_only = False  # for tests of the guard itself: record, do not stop
+
+    @staticmethod
+    def _compiler_roots() -> tuple[str, ...]:
+        roots = []
+        for name in COMPILERS:
+            module = sys.modules.get(name)
+            where = getattr(module, "__file__", None)
+            paths = getattr(module, "__path__", None) or ([os.path.dirname(where)] if where
+                                                           else [])
+            roots += [str(Path(p).resolve()) for p in paths]
+        return tuple(roots)
+
+    @staticmethod
+    def _innocent_files() -> frozenset[str]:
+        files = set()
+        for name in INNOCENT:
+            where = getattr(sys.modules.get(name), "__file__", None)
+            if where:
+                files.add(where)
+                files.add(str(Path(where).resolve()))
+        return frozenset(files)
+
+    def arm(self, package: str = "") -> None:
+        """From now on, refuse what the submission may not do (call once, after set-up)."""
+        self.package = package
+        self._armed = True
+        sys.addaudithook(self._hook)
+
+    # who acts ------------------------------------------------------------------------
+
+    def _inside(self, path: str, roots: tuple[str, ...]) -> bool:
+        return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+    def _actor(self) -> tuple[str, str, int]:
+        """('submission' | 'kit' | '', file, line) of the frame nearest the operation."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name.startswith(self.submission + os.sep):
+                return "submission", os.path.basename(name), frame.f_lineno
+            if self._inside(name, self.kit) or self._inside(name, self.compilers):
+                return "kit", name, frame.f_lineno
+            frame = frame.f_back
+        return "", "", 0
+
+    # the hook ------------------------------------------------------------------------
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if not self._armed or not self._watched(event, args):
+            return
+        if getattr(self._local, "busy", False):
+            return  # the hook's own operations (sys._getframe) are not judged
+        self._local.busy = True
+        try:
+            if event in INNOCENT_EVENTS and sys._getframe(1).f_code.co_filename in self.innocent:
+                return
+            actor, file, line = self._actor()
+            if actor == "submission" and self._refused(event, args):
+                self._refuse(event, args, file, line)
+        finally:
+            self._local.busy = False
+
+    def _watched(self, event: str, args: tuple) -> bool:
+        if event in DENIED or event in PATH_EVENTS or event.startswith(DENIED_PREFIXES):
+            return True
+        if event == "object.__getattr__":
+            return len(args) > 1 and args[1] in FRAME_ATTRIBUTES
+        return event in ("open", "object.__setattr__", "object.__delattr__", "exec",
+                         "compile", "import")
+
+    def _refused(self, event: str, args: tuple) -> bool:
+        if event == "import":
+            name = str(args[0]) if args else ""
+            if self.package and name.startswith(self.package + "."):
+                return False  # the submission's own modules
+            return any(name == m or name.startswith(m + ".") for m in REFUSED_IMPORTS)
+        if event == "open":
+            return not self._may_open(args)
+        if event in PATH_EVENTS:
+            path = args[0] if args else None
+            return not (isinstance(path, str | bytes | os.PathLike)
+                        and self._own_path(os.fsdecode(path)))
+        if event in ("object.__setattr__", "object.__delattr__"):
+            owner = getattr(args[0], "__module__", None) if args else None
+            return not (isinstance(owner, str) and self.package
+                        and (owner == self.package or owner.startswith(self.package + ".")))
+        if event == "compile":
+            filename = args[1] if len(args) > 1 else None
+            return not (isinstance(filename, str) and filename.startswith(self.submission))
+        if event == "exec":
+            code = args[0] if args else None
+            filename = getattr(code, "co_filename", "")
+            return not (isinstance(filename, str) and filename.startswith(self.submission))
+        return True
+
+    def _own_path(self, path: str) -> bool:
+        full = os.path.realpath(path)
+        return self._inside(full, (self.submission, *self.scratch))
+
+    def _may_open(self, args: tuple) -> bool:
+        path, mode, flags = (list(args) + [None, None, None])[:3]
+        if isinstance(path, int):
+            return True  # an open descriptor: the submission's own
+        if not isinstance(path, str | bytes | os.PathLike):
+            return False
+        full = os.path.realpath(os.fsdecode(path))
+        if self._inside(full, (self.submission, *self.scratch)):
+            return True
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if writing:
+            return full in ("/dev/null",)
+        if full in ("/dev/null", "/dev/urandom", "/dev/random") or full.startswith(
+                "/proc/self/") or full.startswith(f"/proc/{os.getpid()}/"):
+            return True
+        return self._inside(full, self.read_roots)
+
+    def _refuse(self, event: str, args: tuple, file: str, line: int) -> None:
+        detail = _short(args)
+        record = {"event": event, "detail": detail, "file": file, "line": line}
+        try:
+            os.write(self._fd, (json.dumps(record) + "\n").encode())
+        except OSError:
+            pass
+        if self.log_only:
+            return
+        os._exit(GUARD_STATUS)
+
+
+def _short(args: tuple) -> str:
+    parts = []
+    for value in args[:3]:
+        if isinstance(value, str | bytes | int | float):
+            text = repr(value)
+        else:
+            text = f"<{type(value).__name__}>"
+        parts.append(text[:80])
+    return ", ".join(parts)
+
+
+def read_refusals(outdir: Path, limit: int = 20) -> list[dict]:
+    """What the guard refused in a job, for the grader (capped; malformed lines skipped)."""
+    try:
+        with open(Path(outdir) / GUARD_FILE, "rb") as f:
+            text = f.read(64 * 1024).decode(errors="replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines()[:limit]:
+        try:
+            data = json.loads(line)
+            found.append({"event": str(data["event"])[:60], "detail": str(data["detail"])[:200],
+                          "file": str(data["file"])[:100], "line": int(data["line"])})
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def describe(refusal: dict) -> str:
+    """'ctypes.dlopen ('libopenblas.so') at gemm_1_naive.py, line 12' for the feedback."""
+    what = WORDS.get(refusal["event"], refusal["event"])
+    return (f"{what} ({refusal['event']}: {refusal['detail']}) at {refusal['file']}, "
+            f"line {refusal['line']}")
+
+
+WORDS = {
+    "open": "opened a file outside its folder",
+    "import": "imported a module graded code may not use",
+    "builtins.id": "took an object's address with id()",
+    "sys._getframe": "inspected the interpreter's frames",
+    "object.__getattr__": "reached an interpreter frame",
+    "object.__setattr__": "changed an attribute of the kit or a library",
+    "gc.get_objects": "searched the interpreter's objects with gc",
+    "gc.get_referrers": "searched the interpreter's objects with gc",
+    "gc.get_referents": "searched the interpreter's objects with gc",
+    "_thread.start_new_thread": "started a thread",
+    "subprocess.Popen": "started a process",
+    "os.system": "started a process",
+    "os.fork": "forked the worker",
+    "os.kill": "sent a signal to a process",
+    "compile": "compiled code from a string",
+    "exec": "executed code from a string",
+}
