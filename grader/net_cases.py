@@ -1,33 +1,20 @@
-"""Part 2 test cases: inputs for each student function of the network, built alike on
-both sides (the worker that calls the function, the parent that checks it).
+"""Part 2 test cases: inputs for each student function of the network, built by the
+grader, written for the worker that calls the function, and rebuilt to check it.
 
-Inputs are a pure function of the case (a plain dict, so it travels as JSON). Outputs
-the student must write start as NaN, so a value never written cannot pass.
+Inputs are a pure function of the case (a plain dict, so it travels as JSON) and of the
+grading run's secret (grader/cases.py `case_seed`), which no job sees. Outputs the
+student must write start as NaN, so a value never written cannot pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from grader.worker.net import BACKPROP_MODULE, FUNCTIONS, ITEMS, KERNELS_MODULE, layers
 from nnkit import network
 
-KERNELS_MODULE = "net_1_kernels"
-BACKPROP_MODULE = "net_2_backprop"
-
-# function -> (module, grading item)
-FUNCTIONS = {
-    "bias_sigmoid": (KERNELS_MODULE, "net.kernels"),
-    "add_bias": (KERNELS_MODULE, "net.kernels"),
-    "sigmoid_backward": (KERNELS_MODULE, "net.kernels"),
-    "softmax_cross_entropy": (KERNELS_MODULE, "net.softmax"),
-    "column_sums": (KERNELS_MODULE, "net.column_sums"),
-    "sgd_update": (KERNELS_MODULE, "net.sgd"),
-    "sgd_step": (BACKPROP_MODULE, "net.sgd"),
-    "forward": (BACKPROP_MODULE, "net.forward"),
-    "backward": (BACKPROP_MODULE, "net.backward"),
-}
-ITEMS = ["net.kernels", "net.softmax", "net.column_sums", "net.sgd", "net.forward",
-         "net.backward"]
+__all__ = ["BACKPROP_MODULE", "FUNCTIONS", "ITEMS", "KERNELS_MODULE", "build_inputs",
+           "job_inputs", "layers", "unit_cases"]
 
 
 def _case(function: str, seed: int, **spec) -> dict:
@@ -54,8 +41,9 @@ def unit_cases(on_gpu: bool) -> list[dict]:
     return cases
 
 
-def _rng(case: dict) -> np.random.Generator:
-    return np.random.default_rng([case["seed"], sum(map(ord, case["function"]))])
+def _rng(case: dict, secret: int) -> np.random.Generator:
+    return np.random.default_rng([int(secret) & (2**63 - 1), case["seed"],
+                                  sum(map(ord, case["function"]))])
 
 
 def _f32(x: np.ndarray) -> np.ndarray:
@@ -77,9 +65,9 @@ def _extreme_logits(rng: np.random.Generator, rows: int, classes: int) -> np.nda
     return _f32(Z)
 
 
-def build_inputs(case: dict) -> dict[str, np.ndarray]:
+def build_inputs(case: dict, secret: int = 0) -> dict[str, np.ndarray]:
     """The host arrays a case starts from (outputs included, NaN-poisoned)."""
-    rng, fn = _rng(case), case["function"]
+    rng, fn = _rng(case, secret), case["function"]
     if fn in ("bias_sigmoid", "add_bias", "sigmoid_backward", "column_sums"):
         rows, cols = case["rows"], case["cols"]
         X = rng.normal(0.0, 4.0, size=(rows, cols))
@@ -104,7 +92,7 @@ def build_inputs(case: dict) -> dict[str, np.ndarray]:
         return {"P": _f32(rng.normal(0, 1, shape)), "G": _f32(rng.normal(0, 1, shape))}
     # Whole-network functions: random parameters (biases non-zero, unlike a fresh net).
     sizes, rows = case["sizes"], case["rows"]
-    params = network.glorot_uniform(sizes, case["seed"])
+    params = network.glorot_uniform(sizes, int(rng.integers(0, 2**31)))
     out = {"X": _f32(rng.uniform(0, 1, (rows, sizes[0]))),
            "labels": rng.integers(0, sizes[-1], rows).astype(np.int64)}
     for name, value in params.named().items():
@@ -123,5 +111,7 @@ def _params(inputs: dict[str, np.ndarray]) -> network.Params:
                                       if k[0] in "Wb" and k[1:].isdigit()})
 
 
-def layers(case: dict) -> int:
-    return len(case["sizes"]) - 1
+def job_inputs(cases: list[dict], secret: int) -> dict[str, np.ndarray]:
+    """What a unit job receives: `unit-N/<name>` for every input of every case."""
+    return {f"unit-{n}/{name}": value for n, case in enumerate(cases)
+            for name, value in build_inputs(case, secret).items()}

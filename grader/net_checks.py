@@ -32,7 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.gemm_checks import describe_findings, read_findings
+from grader.gemm_checks import (
+    NO_KERNEL,
+    NOT_REPRODUCED,
+    describe_findings,
+    launches_of,
+    read_findings,
+)
 from grader.net_cases import build_inputs, layers
 from nnkit import network
 from nnkit.gemm_reference import FLT_MIN, UNIT_ROUNDOFF, gamma
@@ -149,14 +155,18 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: object) -> str | N
 
 
 def check_unit(case: dict, outdir: Path, n: int, stopped: str,
-               findings_fail: bool = True) -> UnitOutcome:
+               findings_fail: bool = True, secret: int = 0,
+               replayed: bool = False) -> UnitOutcome:
+    """The verdict on unit case n. The call must launch the submission's own kernels,
+    and a `replayed` case's outputs must be reproduced by replaying them (checked with
+    the same bounds as the call's own outputs)."""
     fn, text = case["function"], label(case)
     err_file, npz_file = outdir / f"unit-{n}.err", outdir / f"unit-{n}.npz"
     if err_file.exists():
         return UnitOutcome(fn, text, False, "raised " + err_file.read_text())
     if not npz_file.exists():
         return UnitOutcome(fn, text, False, f"no result ({stopped})")
-    inputs = build_inputs(case)
+    inputs = build_inputs(case, secret)
     try:
         with np.load(npz_file, allow_pickle=False) as data:
             got = {k: data[k] for k in data.files}
@@ -169,8 +179,11 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
         after = got.get(f"in:{name}")
         if name not in writes and (after is None or after.tobytes() != before.tobytes()):
             return UnitOutcome(fn, text, False, f"modified its input {name}")
+    if launches_of(got) < 1:
+        return UnitOutcome(fn, text, False, NO_KERNEL)
     problems = []
-    for name, (ref, tol) in expected(case, inputs).items():
+    wanted = expected(case, inputs)
+    for name, (ref, tol) in wanted.items():
         value = got.get(f"out:{name}")
         if value is None:
             problems.append(f"no output {name}")
@@ -178,6 +191,13 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
         problem = compare(name, value, ref, tol)
         if problem:
             problems.append(problem)
+    if not problems and replayed:
+        for name, (ref, tol) in wanted.items():
+            again = got.get(f"replay:out:{name}")
+            why = (f"{name} is not in memory any recorded kernel touched" if again is None
+                   else compare(name, again, ref, tol))
+            if why:
+                return UnitOutcome(fn, text, False, NOT_REPRODUCED.format(why=why))
     found = read_findings(outdir / f"unit-{n}.findings.json")
     if found:
         problems.append(f"the race and index checker found: {describe_findings(found)}")

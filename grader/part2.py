@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from grader.net_cases import FUNCTIONS, ITEMS, unit_cases
+from grader.cases import derived, replayed_cases
+from grader.gemm_checks import NOT_REPRODUCED
+from grader.net_cases import FUNCTIONS, ITEMS, job_inputs, unit_cases
 from grader.net_checks import check_unit
+from grader.part1 import refused
 from grader.results import FAIL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
 from grader.scoring import Config
@@ -101,17 +105,22 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     cases = unit_cases(on_gpu)
     workdir = workroot / "net_units"
     copy = _fresh(workdir, submission)
-    run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases}, workdir,
-                     _limit(config, on_gpu), on_gpu)
+    replay = _replayed(cases, on_gpu, config)
+    run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
+                      "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
+                     inputs=job_inputs(cases, config.secret))
     stopped = run.stop_reason(_limit(config, on_gpu))
-    outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail)
+    outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail, config.secret,
+                           n in replay)
                 for n, c in enumerate(cases)]
+    stopped_by_guard = refused(run)
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
         failures = [o for o in mine if not o.passed]
-        ok = not failures
-        message = (f"all {len(mine)} cases within tolerance" if ok else
+        ok = not failures and not stopped_by_guard
+        message = (stopped_by_guard if stopped_by_guard else
+                   f"all {len(mine)} cases within tolerance" if ok else
                    f"{len(failures)} of {len(mine)} cases fail; first: {failures[0].label}: "
                    f"{failures[0].message}")
         items.append(ItemResult(
@@ -120,6 +129,21 @@ def grade_units(submission: Path, workroot: Path, config: Config,
             checks=[{"case": o.label, "passed": o.passed, "message": o.message} for o in mine],
             figures={"worker_seconds": round(run.seconds, 2)}))
     return items
+
+
+def _replayed(cases: list[dict], on_gpu: bool, config: Config) -> list[int]:
+    """Unit cases whose launches are replayed: on a GPU all; in the simulator, per
+    function, the number replayed_cases() picks from a seed no job sees."""
+    chosen = []
+    for name in FUNCTIONS:
+        mine = [n for n, c in enumerate(cases) if c["function"] == name]
+        picks = replayed_cases(len(mine), on_gpu, derived(config.secret, "net", name))
+        chosen += [mine[i] for i in picks]
+    return sorted(chosen)
+
+
+AUDITED_CALLS = 3  # training calls of each function recorded in full and replayed
+REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
 
 
 def relative_norms(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
@@ -137,9 +161,13 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     plan = reference.plan
     workdir = workroot / "net_train"
     copy = _fresh(workdir, submission)
+    steps = _steps(plan)
+    rng = np.random.default_rng(derived(config.secret, "net", "audit"))
+    audit = sorted({0, *(int(x) for x in rng.integers(0, max(steps, 1), AUDITED_CALLS - 1))})
     run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
-                      "modes": plan.modes}, workdir, _limit(config, on_gpu), on_gpu)
-    stopped = run.stop_reason(_limit(config, on_gpu))
+                      "modes": plan.modes, "audit_calls": audit}, workdir,
+                     _limit(config, on_gpu), on_gpu)
+    stopped = refused(run) or run.stop_reason(_limit(config, on_gpu))
     agree_checks, acc_checks = [], []
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
                      "tolerance": AGREEMENT_TOL, "configuration": plan.description}
@@ -147,6 +175,7 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
             zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
         name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
         got, problem = _load_params(run.outdir, m, ref_params, stopped)
+        problem = refused(run) or problem or _audit_problem(run.outdir, m)
         if problem:
             agree_checks.append({"case": name, "passed": False, "message": problem})
             acc_checks.append({"case": name, "passed": False, "message": problem})
@@ -171,6 +200,36 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
                            "message": f"validation accuracy {acc:.2%}, reference {ref_acc:.2%}"})
     return [_training_item("net.agreement", config, agree_checks, figures, plan.description),
             _training_item("net.accuracy", config, acc_checks, {}, plan.description)]
+
+
+def _steps(plan: TrainingPlan) -> int:
+    """Minibatch steps of the shortest training mode (audited calls are drawn below it)."""
+    rows = plan.data.get("limit") or 54000
+    rows = int(rows * (1 - plan.data.get("val_fraction", 0.1)))
+    return min(max(1, -(-rows // m["batch"])) * m["epochs"] for m in plan.modes)
+
+
+def _audit_problem(outdir: Path, m: int) -> str | None:
+    """Did every training call launch the submission's kernels, and did the calls
+    recorded in full replay to the same outputs?"""
+    try:
+        raw = json.loads((outdir / f"train-{m}.json").read_text()[:1_000_000])
+        silent, audits = raw["silent"], raw["audits"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no record of the training calls"
+    for name, count in silent.items():
+        if count:
+            return (f"{count} call(s) of {name}() launched none of the submission's kernels: "
+                    "training must run on your kernels")
+    if not audits:
+        return "no training call was recorded in full"
+    for entry in audits:
+        if entry.get("missing") or not entry.get("worst_relative_difference", 0) <= REPLAY_TOL:
+            return NOT_REPRODUCED.format(
+                why=f"call {entry.get('call')} of {entry.get('function')}(): "
+                    f"{entry.get('missing')} output(s) not in memory its kernels touched, "
+                    f"largest relative difference {entry.get('worst_relative_difference')}")
+    return None
 
 
 def _load_params(outdir: Path, m: int, ref: network.Params,

@@ -60,9 +60,10 @@ class Allocation:
     nbytes: int
     space: str  # "device" (CuPy / numba on a GPU), "sim" (simulated device), "host"
     keep: Any  # an object keeping the memory alive while the recorder holds it
-    kit: bool  # one of the kit's input buffers (restored from `pristine`)
-    pristine: Any = None  # initial bytes (np.uint8 array, or a device copy)
+    kit: bool  # holds one of the kit's inputs (restored from `fills`)
+    pristine: Any = None  # a temporary's initial bytes when they were all equal, else None
     itemsize: int = 4
+    fills: list = field(default_factory=list)  # (ArrayRef, host array) of the kit's inputs
 
 
 @dataclass
@@ -157,7 +158,12 @@ class Memory:
         elif self.on_gpu and isinstance(value, self.cupy.ndarray):
             mem = value.data.mem
             return int(mem.ptr), int(mem.size), mem
-        # Anything else: the bytes the view spans.
+        return self.span(value, described)
+
+    @staticmethod
+    def span(value: Any, described: tuple) -> tuple[int, int, Any]:
+        """(first address, bytes, keep-alive object) of the bytes a view spans."""
+        address, shape, strides, dtype, _ = described
         lo, hi = address, address + dtype.itemsize
         for n, s in zip(shape, strides, strict=True):
             if n == 0:
@@ -196,18 +202,26 @@ class Memory:
         rows = snap.reshape(-1, itemsize)
         return bool((rows == rows[0]).all())
 
-    def fresh(self, alloc: Allocation, init: Any | None) -> Any:
-        """New memory of the allocation's size holding `init` (bytes) or zeros."""
+    def fresh(self, alloc: Allocation) -> Any:
+        """New memory of the allocation's size, as the call found it: the kit's inputs
+        where they lie, a temporary's bytes if they were all equal, zeros elsewhere."""
+        init = alloc.pristine
         if alloc.space == "device":
             buf = self.cupy.zeros(alloc.nbytes, self.cupy.uint8)
             if init is not None:
                 buf[: init.size] = self.cupy.asarray(init)
-            return buf
-        buf = np.zeros(max(alloc.nbytes, 1), np.uint8)
-        if init is not None:
-            data = init.get() if hasattr(init, "get") and not isinstance(init, np.ndarray) \
-                else np.asarray(init)
-            buf[: data.size] = data
+        else:
+            buf = np.zeros(max(alloc.nbytes, 1), np.uint8)
+            if init is not None:
+                data = init.get() if hasattr(init, "get") and not isinstance(
+                    init, np.ndarray) else np.asarray(init)
+                buf[: data.size] = data
+        for ref, host in alloc.fills:
+            target = self.view(buf, ref, alloc.space)
+            if alloc.space == "device":
+                target[...] = self.cupy.asarray(host)
+            else:
+                (target._ary if alloc.space == "sim" else target)[...] = host
         return buf
 
     def view(self, buf: Any, ref: ArrayRef, space: str) -> Any:
@@ -392,19 +406,29 @@ class Recorder:
         described = described or self.memory.describe(value)
         if described is None:
             return None
-        address, _, _, dtype, space = described
+        address, shape, strides, dtype, space = described
+        found = None
         for n, alloc in enumerate(self.record.allocations):
             if alloc.space == space and alloc.base <= address < alloc.base + max(alloc.nbytes, 1):
-                return n, described
-        base, nbytes, keep = self.memory.extent(value, described)
-        alloc = Allocation(base, nbytes, space, keep, kit, itemsize=dtype.itemsize)
+                found = n
+                break
+        if found is None:
+            # A kit input is its own allocation, exactly the bytes its view spans; other
+            # memory is taken whole (a temporary and the views the call makes of it).
+            base, nbytes, keep = (self.memory.span(value, described) if kit
+                                  else self.memory.extent(value, described))
+            alloc = Allocation(base, nbytes, space, keep, kit, itemsize=dtype.itemsize)
+            if not kit:
+                snap = self.memory.snapshot(alloc)
+                alloc.pristine = snap if self.memory.constant(snap, alloc.itemsize) else None
+            self.record.allocations.append(alloc)
+            found = len(self.record.allocations) - 1
         if kit:
-            alloc.pristine = np.frombuffer(np.ascontiguousarray(pristine).tobytes(), np.uint8)
-        else:
-            snap = self.memory.snapshot(alloc)
-            alloc.pristine = snap if self.memory.constant(snap, alloc.itemsize) else None
-        self.record.allocations.append(alloc)
-        return len(self.record.allocations) - 1, described
+            alloc = self.record.allocations[found]
+            alloc.kit = True
+            alloc.fills.append((ArrayRef(found, address - alloc.base, tuple(shape),
+                                         tuple(strides), dtype.str), np.asarray(pristine)))
+        return found, described
 
     def _ref(self, value: Any, what: str) -> Any:
         """An ArrayRef for an array argument; scalars as they are."""
@@ -439,7 +463,7 @@ class Recorder:
         if self._launch is None:
             raise ReplayError("the recorder is not installed")
         memory = self.memory
-        bufs = [memory.fresh(a, a.pristine) for a in record.allocations]
+        bufs = [memory.fresh(a) for a in record.allocations]
 
         def rebuild(value: Any) -> Any:
             if isinstance(value, ArrayRef):
