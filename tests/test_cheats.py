@@ -123,13 +123,14 @@ def test_the_solution_graded_beside_them_keeps_every_point(graded):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_cheat_earns_nothing(graded, name):
-    if name == "snoop":  # unconfined, it reads the solution and passes
-        _needs(graded, *FILES_CONFINED)
     item = _item(graded, name)
     assert item["points"] == 0 and item["status"] == "fail", item["message"]
 
 
 # What the feedback says of each cheat (all of these fragments, in the item's message).
+STOPPED = "the grader stopped the submission"
+NOT_ITS_KERNELS = "not what the kernels the call launched compute"
+NO_KERNEL = "launched none of the submission's kernels"
 MESSAGES = {
     "matmul_operator": ["library matrix product", "the @ operator"],
     "matmul_hidden": ["library matrix product", "numpy.matmul", "gemm_1_naive.py"],
@@ -141,20 +142,35 @@ MESSAGES = {
     "exit_at_import": ["stopped early"],
     "sysexit_in_call": ["SystemExit"],
     "keyboard_interrupt": ["could not load the module", "KeyboardInterrupt"],
-    "monkeypatch": ["elements wrong"],
-    "fake_equality": ["unreadable result", "allow_pickle=False"],
-    "write_results": ["elements wrong"],
-    "background": ["elements wrong"],
+    "monkeypatch": ["changed the kit or a library"],
+    "fake_equality": ["changed the kit or a library", "numpy.savez"],
+    "write_results": [STOPPED, "opened a file outside its folder"],
+    "background": [STOPPED, "forked the worker"],
     "memory_bomb": ["MemoryError", "the worker's memory limit is"],
-    "fork_bomb": ["time limit"],
-    "snoop": ["SNOOP"],
+    "fork_bomb": [STOPPED, "forked the worker"],
+    "snoop": [STOPPED, "opened a file outside its folder"],
+    # Library products the traps cannot see, and products computed with no library at
+    # all: no kernel ran, or the kernels that ran do not produce the result.
+    "c_einsum": [NO_KERNEL],
+    "broadcast_sum": [NO_KERNEL],
+    "trap_closure": ["np.matmul"],
+    "dummy_kernel": [NOT_ITS_KERNELS],
+    "temp_buffer": [NOT_ITS_KERNELS],
+    # Reaching around the language: the audit hook stops the worker.
+    "openblas_ctypes": [STOPPED],
+    "gc_disarm": [STOPPED, "with gc"],
+    "read_inputs": [STOPPED, "outside its own"],
+    "thread_escape": [STOPPED, "a thread it started"],
+    "exec_string": [STOPPED, "code from a string"],
+    "kill_parent": [STOPPED, "sent a signal"],
+    # Forging the clock or the copies the grader makes: the module photograph.
+    "clock_swap": ["changed the kit or a library", "nnkit.timing._clock"],
+    "lazy_launch": ["changed the kit or a library", "nnkit.backend.to_host"],
 }
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_cheat_gets_a_clear_message(graded, name):
-    if name == "snoop":
-        _needs(graded, *FILES_CONFINED)
     message = _item(graded, name)["message"]
     for fragment in MESSAGES[name]:
         assert fragment in message, message
@@ -181,37 +197,6 @@ def test_library_products_are_caught_when_called_and_when_written(graded):
     assert any(trapped in c for c in found("einsum_or_cupy")["called"])
     assert {"cupy.matmul", "np.einsum"} <= {w.split(" ")[0]
                                             for w in found("einsum_or_cupy")["in_source"]}
-
-
-def _snooped(graded) -> dict:
-    message = _item(graded, "snoop")["message"]
-    text = message[message.index("SNOOP ") + 6:]
-    return json.loads(text[:text.index("}") + 1])
-
-
-def test_the_environment_is_clean(graded):
-    _needs(graded, *FILES_CONFINED)  # else the snoop passes, with no report
-    assert _snooped(graded)["secret"] is False
-
-
-def test_nothing_outside_the_submission_is_readable(graded):
-    _needs(graded, *FILES_CONFINED)
-    seen = _snooped(graded)
-    for what in ("solution", "git", "other"):
-        assert seen[what] in ("FileNotFoundError", "PermissionError"), seen
-    _needs(graded, "mount")  # a uid alone leaves what is readable by all readable
-    assert seen["reports"] in ("FileNotFoundError", "PermissionError"), seen
-    # Up the tree from its folder, a job finds its own path and no other job's.
-    assert seen["workroot"] in ("['snoop']", "PermissionError"), seen
-
-
-def test_jobs_have_no_network_and_a_uid_of_their_own(graded):
-    _needs(graded, *FILES_CONFINED)
-    seen = _snooped(graded)
-    if "network" in graded["sandbox"]:
-        assert seen["interfaces"] == ["lo"], seen
-    _needs(graded, "run as uids")
-    assert UID_FIRST <= seen["uid"] < UID_FIRST + 4
 
 
 def test_no_process_outlives_its_job(graded):

@@ -56,13 +56,18 @@ def test_sandbox_settings_are_checked(tmp_path):
     assert sandbox.current() == sandbox.Settings()  # the file's values are the defaults
 
 
-def test_the_worker_gets_its_modules_and_no_other(tmp_path):
-    modules = sandbox.worker_modules()
-    assert {"worker", "cases", "anticheat", "simcheck", "worker_net"} <= set(modules)
-    assert not {"part1", "gemm_checks", "net_checks", "scoring", "sandbox"} & set(modules)
+def test_the_worker_gets_its_package_and_nothing_else_of_the_grader(tmp_path):
+    """Only grader/worker/ is staged: it must import nothing else of the grader, and the
+    staged nnkit holds no solution body (its twins of student functions are stubs)."""
+    assert sandbox.worker_imports_outside() == []
     kit = sandbox.staged_kit()
     assert (kit / "nnkit" / "backend.py").is_file() and not (kit / "solution").exists()
-    assert sorted(p.stem for p in (kit / "grader").glob("*.py")) == ["__init__", *modules]
+    assert sorted(p.name for p in (kit / "grader").iterdir()) == ["__init__.py", "worker"]
+    assert (kit / "grader" / "worker" / "guard.py").is_file()
+    for path in (kit / "nnkit").rglob("*.py"):
+        assert "### BEGIN SOLUTION" not in path.read_text(), path
+    twins = (kit / "nnkit" / "collectives.py").read_text()
+    assert "Scatterv" not in twins.split("def scatter_batch", 1)[1].split("def ", 1)[0]
 
 
 def test_the_static_scan_finds_products_and_spares_the_rest(tmp_path):

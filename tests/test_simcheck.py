@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import simcheck
+from grader.worker import simcheck
 from nnkit import backend
 from nnkit.backend import cuda, select, to_device, to_host
 from nnkit.submission import NAMED, load_function

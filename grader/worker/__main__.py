@@ -85,7 +85,7 @@ def set_up(job: dict, job_file: Path) -> Context:
             library_traps = traps.Traps(out / traps.RECORD, submission)
             library_traps.install()
             extra["traps"] = library_traps
-    ctx = Context(job, out, submission, inputs, recorder, tamper.Snapshot(()), clock,
+    ctx = Context(job, out, submission, inputs, recorder, tamper.Snapshot((), ()), clock,
                   backend.on_gpu, extra)
     if submission is not None:
         scratch = [Path(os.environ.get("TMPDIR", "/tmp"))]

@@ -13,9 +13,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-# Modules (and their submodules) whose globals the kit relies on while grading.
-WATCHED = ("nnkit", "grader", "numpy", "numba.cuda", "cupy", "mpi4py", "json", "os",
-           "time", "builtins", "io", "math", "threading", "functools", "operator")
+# The kit's own packages, every module of them, and the library modules whose globals
+# the kit calls through while it records, replays, copies and saves results (the
+# libraries' other modules keep caches in their globals and rebind them as they run).
+WATCHED = ("nnkit", "grader")
+WATCHED_EXACT = ("numpy", "numpy.lib._npyio_impl", "json", "os", "time", "builtins", "io",
+                 "math", "threading", "functools", "operator", "zipfile", "cupy", "cupy.cuda",
+                 "numba", "numba.cuda", "numba.cuda.dispatcher", "numba.cuda.simulator",
+                 "numba.cuda.simulator.kernel", "numba.cuda.simulator.api",
+                 "numba.cuda.simulator.cudadrv.devicearray", "mpi4py", "mpi4py.MPI")
 # Globals that their own modules rebind as they run (not the submission's doing).
 MUTABLE: frozenset[tuple[str, str]] = frozenset()
 
@@ -27,12 +33,13 @@ class Tampered(RuntimeError):
 class Snapshot:
     """Every global of the watched modules, at one moment."""
 
-    def __init__(self, prefixes: Iterable[str] = WATCHED):
-        self.prefixes = tuple(prefixes)
+    def __init__(self, prefixes: Iterable[str] = WATCHED, exact: Iterable[str] = WATCHED_EXACT):
+        self.prefixes, self.exact = tuple(prefixes), frozenset(exact)
         self.values = self._take()
 
     def _watched(self, name: str) -> bool:
-        return any(name == p or name.startswith(p + ".") for p in self.prefixes)
+        return name in self.exact or any(name == p or name.startswith(p + ".")
+                                         for p in self.prefixes)
 
     def _take(self) -> dict[str, tuple[object, dict[str, object]]]:
         found = {}
