@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,7 @@ class Recorder:
         self.mode: str | None = None  # None: not in a graded call
         self.record = Record()
         self._lock = threading.Lock()
+        self._inside = threading.local()
         self._launch: Callable[[Any, tuple, tuple], None] | None = None
         self._copy_into: Callable[[Any, Any], None] | None = None
 
@@ -298,8 +300,8 @@ class Recorder:
                 return getattr(self.inner, name)
 
             def __call__(self, *args):
-                recorder._note_launch(self.kernel, self.config, args)
-                return self.inner(*args)
+                with recorder.launching(self.kernel, self.config, args):
+                    return self.inner(*args)
 
         def recording_getitem(kernel, config):
             return Recording(kernel, _config_of(config), getitem(kernel, config))
@@ -326,10 +328,11 @@ class Recorder:
         recorder = self
 
         def recording_call(kernel, *args):
-            if not kernel._device and not context:
-                recorder._note_launch(kernel, (kernel.grid_dim, kernel.block_dim,
-                                               kernel.dynshared_size), args)
-            return call(kernel, *args)
+            if kernel._device or context:  # a device function called from a kernel
+                return call(kernel, *args)
+            with recorder.launching(kernel, (kernel.grid_dim, kernel.block_dim,
+                                             kernel.dynshared_size), args):
+                return call(kernel, *args)
 
         cls.__call__ = recording_call
 
@@ -361,6 +364,20 @@ class Recorder:
         fn = getattr(kernel, "py_func", None) or getattr(kernel, "fn", None)
         code = getattr(fn, "__code__", None)
         return bool(code) and code.co_filename.startswith(self.submission)
+
+    @contextmanager
+    def launching(self, kernel: Any, config: tuple, args: tuple) -> Iterator[None]:
+        """Around one launch: record it, unless it is part of a launch already recorded
+        (numba's own first launch goes through `configure`, which is wrapped too)."""
+        if getattr(self._inside, "launch", False):
+            yield
+            return
+        self._note_launch(kernel, config, args)
+        self._inside.launch = True
+        try:
+            yield
+        finally:
+            self._inside.launch = False
 
     def _note_launch(self, kernel: Any, config: tuple, args: tuple) -> None:
         if self.mode is None:
