@@ -159,7 +159,8 @@ RULES = {
                     "cannot compile for the GPU; index element by element",
     "kernel-array": "arithmetic, comparisons and calls in kernels work on single elements: "
                     "an array or a row of one (A, or A[i] of a 2-D A) may only be indexed, "
-                    "iterated, passed to len() or to your own device functions",
+                    "iterated, passed to len() or to your own device functions; shared and "
+                    "local arrays have constant shapes",
     "kernel-global": "a kernel may read only its own variables, module constants (numbers, "
                      "strings, tuples of them and dtypes, assigned once at module level), "
                      "cuda, math, numpy and numba names, and the submission's own @cuda.jit "
@@ -203,12 +204,16 @@ DANGER_BUILTINS = frozenset({
 # __spec__, __class__, is an interpreter internal).
 PLAIN_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__qualname__", "__module__",
                            "__all__", "__slots__", "__annotations__"})
-# Special methods a class may reach on self, cls or super().
+# Dunder names a module or class may bind (__name__ is not one: rebinding it would make
+# the `if __name__ == "__main__":` block, which is not checked, run).
+BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__doc__"})
+# Special methods a class may reach on self, cls or super(), and define.
 SAFE_DUNDERS = frozenset({
     "__init__", "__post_init__", "__call__", "__repr__", "__str__", "__len__", "__getitem__",
     "__setitem__", "__iter__", "__next__", "__contains__", "__eq__", "__ne__", "__lt__",
     "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__enter__", "__exit__", "__add__",
     "__sub__", "__mul__", "__truediv__", "__neg__", "__name__", "__doc__", "__qualname__",
+    "__radd__", "__rmul__", "__pos__", "__abs__", "__index__", "__int__", "__float__",
 })
 # Attributes without an underscore that are interpreter internals (frames, closures, code).
 INTERNALS = frozenset({
@@ -241,7 +246,8 @@ HELPER_MODULE_ATTRS = frozenset({
 # Raw memory, files and pickles (any base).
 MEMORY_ATTRS = frozenset({
     "ctypeslib", "as_strided", "stride_tricks", "tofile", "dump", "dumps", "memmap",
-    "fromfile", "frombuffer", "fromaddress", "from_address", "from_buffer",
+    "fromfile", "frombuffer", "fromaddress", "from_address", "from_buffer", "ptr",
+    "device_ctypes_pointer", "gpu_data", "get_ipc_handle", "open_ipc_array",
 })
 # Library matrix products (grader/anticheat.py's PRODUCTS, copied: the grader does not
 # import worker code here), and products in disguise.
@@ -1008,6 +1014,11 @@ class _Checker:
                 self.violations.append(Violation("file", info.file, 0,
                                                  "nested too deeply to be checked"))
                 continue
+            except Exception as err:  # noqa: BLE001 - a gap in this checker: fail closed
+                self.violations.append(Violation(
+                    "file", info.file, 0, f"could not be checked ({type(err).__name__}: "
+                    f"{str(err)[:80]}); please tell the course staff"))
+                continue
             self.violations.extend(visitor.found)
             for name2, node in info.rebinds:
                 self.violations.append(Violation("rebind", info.file,
@@ -1167,7 +1178,7 @@ class _Visitor(ast.NodeVisitor):
     # statements ------------------------------------------------------------------------
 
     def visit_If(self, node: ast.If) -> None:
-        if _main_guard(node.test):
+        if _main_guard(node.test) and len(self.scopes) == 1:
             for child in node.orelse:  # the body is the script part: not run when graded
                 self.visit(child)
             return
@@ -1177,6 +1188,7 @@ class _Visitor(ast.NodeVisitor):
         if self._kernel_refuses(node):
             return
         for alias in node.names:
+            self.visit_alias(alias)
             ref = self.c._import_ref(alias.name)
             text = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
             if ref is REFUSED:
@@ -1195,6 +1207,8 @@ class _Visitor(ast.NodeVisitor):
             return
         module = "." * node.level + (node.module or "")
         for alias in node.names:
+            if alias.name != "*":
+                self.visit_alias(alias)
             text = f"from {module} import {alias.name}"
             if alias.name == "*":
                 self.flag("star-import", node, text)
@@ -1255,6 +1269,9 @@ class _Visitor(ast.NodeVisitor):
         if self._kernel_refuses(node):
             return
         parent = self.scopes[-1]
+        if node.name.startswith("__") and node.name.endswith("__") and not (
+                parent.kind == "class" and node.name in SAFE_DUNDERS):
+            self.flag("private", node, f"def {node.name}")  # protocol hooks: __array__, ...
         at_top = len(self.scopes) == 1
         jit = [d for d in node.decorator_list if self._is_jit(d)]
         for decorator in node.decorator_list:
@@ -1304,8 +1321,8 @@ class _Visitor(ast.NodeVisitor):
             self.visit(default)
         self.annotation += 1
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
-            if arg is not None and arg.annotation is not None:
-                self.visit(arg.annotation)
+            if arg is not None:
+                self.visit_arg(arg)
         if getattr(node, "returns", None) is not None:
             self.visit(node.returns)
         self.annotation -= 1
@@ -1526,8 +1543,24 @@ class _Visitor(ast.NodeVisitor):
                 return
             if self.kernel is not None:
                 self._kernel_read(node)
-        elif name.startswith("__") and name.endswith("__") and name not in PLAIN_DUNDERS:
+        elif name.startswith("__") and name.endswith("__") and name not in BINDABLE_DUNDERS:
             self.flag("private", node, name)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        if node.arg.startswith("__") and node.arg.endswith("__"):
+            self.flag("private", node, node.arg)
+        if node.annotation is not None:
+            self.visit(node.annotation)
+
+    def visit_alias(self, node: ast.alias) -> None:
+        bound = node.asname or node.name.split(".")[0]
+        if bound.startswith("__") and bound.endswith("__") and bound != "__future__":
+            self.flag("private", node, bound)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name and node.name.startswith("__") and node.name.endswith("__"):
+            self.flag("private", node, node.name)
+        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         base = node.value
@@ -1601,11 +1634,13 @@ class _Visitor(ast.NodeVisitor):
             rule = self._module_attr(ref, attr, node)
             if rule is not None:
                 return rule
+        elif self._self_like(base):
+            pass  # the class's own attributes: what was stored there was checked
         elif attr in MEMORY_ATTRS or attr == "ctypes":
             return "memory"
         elif attr in DANGER_MODULES and not (full is not None and full.is_module):
             return "import"
-        elif self.gemm_or_net and not self._self_like(base):
+        elif self.gemm_or_net:
             if attr in PRODUCTS:
                 return "product"
             if self.kernel is None and attr in REDUCTIONS and not (
@@ -1614,7 +1649,7 @@ class _Visitor(ast.NodeVisitor):
             if attr in HOST_COPIES:
                 return "host-copy"
         if attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup")):
-            if not (ref is not None and ref.is_module):
+            if not (ref is not None and ref.is_module) and not self._self_like(base):
                 return "mpi-comm"
         if (self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)) \
                 and _collective(attr) and (ref is None or ref.module == "mpi4py.MPI"):
@@ -1872,6 +1907,15 @@ class _Visitor(ast.NodeVisitor):
         if not allowed:
             self.flag("kernel-call", node, f"{_short(node)} in kernel {kernel.name}")
             return
+        ref = self.resolve(func)
+        if ref is not None and ref.module == "numba.cuda" and ref.rest in (
+                ("shared", "array"), ("local", "array")):
+            shape = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "shape"), None)
+            if shape is not None and not (self.c._constant(shape, self.info) and not any(
+                    isinstance(n, ast.Name) and n.id in kernel.locals for n in ast.walk(shape))):
+                self.flag("kernel-array", node, f"{_short(node)}: the shape is not a constant")
+                return
         if not array_args:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 if self._array(arg):
@@ -1910,8 +1954,16 @@ def check(folder: Path, module: str, part: str) -> list[Violation]:
     if part not in PARTS:
         raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
     checker = _Checker(Path(folder), part)
-    checker.load(module)
-    checker.check_all(module)
+    try:
+        checker.load(module)
+        checker.check_all(module)
+    except (RecursionError, MemoryError):
+        checker.violations.append(Violation("file", f"{module}.py", 0,
+                                            "nested too deeply to be checked"))
+    except Exception as err:  # noqa: BLE001 - a gap in this checker: fail closed
+        checker.violations.append(Violation(
+            "file", f"{module}.py", 0, f"could not be checked ({type(err).__name__}: "
+            f"{str(err)[:80]}); please tell the course staff"))
     unique = list(dict.fromkeys(checker.violations))
     return sorted(unique, key=lambda v: (v.file != f"{module}.py", v.file, v.line, v.rule))
 

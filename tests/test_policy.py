@@ -332,6 +332,20 @@ def test_numpy_hands_out_only_its_allowed_submodules(tmp_path):
         assert len(found) == len(names), (part, sorted(names), found)
 
 
+@pytest.mark.parametrize("package", ["nnkit", "grader"])
+def test_any_python_is_checked_without_internal_errors(package, tmp_path):
+    """Fail closed is for gaps in the checker: the kit's own (very unlike a submission)
+    source must go through it without one."""
+    for n, source in enumerate(sorted((KIT_ROOT / package).glob("*.py"))):
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        shutil.copy(source, folder / "gemm_1_naive.py")
+        for part in policy.PARTS:
+            texts = [v.text for v in check(folder, "gemm_1_naive", part)]
+            assert not any("could not be checked" in t or "too deeply" in t
+                           for t in texts), (source.name, texts)
+
+
 def test_checking_is_fast():
     start = time.perf_counter()
     for _ in range(5):

@@ -48,6 +48,8 @@ def row_kernel(A, C):
     for k in range(A.shape[1]):
         C[i, k] = 0.0
     C[i] += A[i]  # expect: kernel-array
+    scratch = cuda.local.array(A.shape[1], np.float32)  # expect: kernel-array
+    scratch[0] = cuda.shared.array(16, np.float32)[0]
     global CACHE  # expect: kernel-syntax
     gemm_naive_kernel[1, 1](A, A, C, 1.0, 0.0)  # expect: kernel-call
 
