@@ -120,16 +120,17 @@ RULES = {
     "memory": "raw memory, files and pickles (ctypes, as_strided, np.lib, frombuffer, "
               "memmap, load/save, tofile, np.ndarray over a buffer, MPI.memory, MPI.buffer, "
               "MPI.pickle) are not for graded code",
-    "numba": "of numba, graded code may use CUDA kernels (@cuda.jit), device arrays, "
-             "streams, events and numba types; other compilers (njit, vectorize, cfunc, "
-             "cuda.reduce), the driver, the simulator, device management and numba's "
+    "numba": "of numba, graded code may use CUDA kernels (@cuda.jit), device arrays, events "
+             "and numba types; other compilers (njit, vectorize, cfunc, cuda.reduce), "
+             "streams, the driver, contexts, the simulator, device management and numba's "
              "internals are not allowed",
     "backend": "of nnkit.backend, graded code may use cuda, to_device, empty, zeros, copy, "
                "copy_into and synchronize (and to_host in Part 3); xp, as_cupy and select "
                "hand out the array library or the backend itself",
-    "module-assign": "graded code may not change imported modules, their objects or its own "
-                     "functions and kernels (assigning or deleting their attributes): that "
-                     "is how traps, checks, clocks and kernels are replaced",
+    "module-assign": "graded code may not change imported modules, their objects, the "
+                     "objects it is given (arguments) or its own functions and kernels by "
+                     "assigning or deleting their attributes: that is how traps, checks, "
+                     "clocks, tallies and kernels are replaced",
     "module-value": "an imported module may be used only as `module.name`: storing or "
                     "passing the module itself hides what is taken from it",
     "rebind": "a name bound by an import, def or class may not be bound again at module "
@@ -170,8 +171,8 @@ RULES = {
                         "numba compiles",
     "mpi-comm": "use only the communicator you are given, as it is: COMM_WORLD, COMM_SELF, "
                 "communicator classes, Dup, Clone, Split, Create*, Spawn, Connect, Accept, "
-                "handles (f2py, py2f, fromhandle), Free, Abort and error handlers are not "
-                "allowed",
+                "handles (f2py, py2f, fromhandle), Free, Abort, error handlers and the "
+                "grader's tallies (calls, bytes_sent) are not allowed",
     "mpi-collective": "the ring all-reduce must be point-to-point (Send, Recv, Isend, Irecv, "
                       "Sendrecv, waits; Barrier is allowed): no collective such as "
                       "Allreduce, Reduce, Allgather, Bcast or Scatter, in mpi_2_ring.py or in "
@@ -351,10 +352,13 @@ CUDA_KERNEL_CALLS = frozenset({
 CUDA_HOST = frozenset({
     "jit", "to_device", "device_array", "device_array_like", "pinned_array",
     "pinned_array_like", "mapped_array", "mapped_array_like", "managed_array",
-    "as_cuda_array", "is_cuda_array", "synchronize", "stream", "default_stream",
-    "legacy_default_stream", "per_thread_default_stream", "event", "event_elapsed_time",
+    "as_cuda_array", "is_cuda_array", "synchronize", "event", "event_elapsed_time",
     "is_available", "In", "Out", "InOut", "pinned", "mapped", "Dim3",
-})
+})  # not streams: work on a stream of its own could escape the grader's timing events
+# Attributes of numba's and CuPy's objects that reach the CUDA context (reset, raw
+# allocations) or the device behind the grader's back.
+CONTEXT_ATTRS = frozenset({"context", "reset", "memalloc", "memhostalloc", "mempin",
+                           "get_memory_info", "deallocations"})
 CUDA_SUBMODULES = frozenset({"random", "libdevice"})
 
 # nnkit.backend: what the handouts give students, by part.
@@ -383,6 +387,9 @@ COMM_DENY = frozenset({
     "Call_errhandler", "Attach_buffer", "Detach_buffer", "Set_attr", "Get_attr",
     "Delete_attr", "Free_keyval",
 })
+# The kit's counting communicator keeps its tallies here; the grader reads them (a ring
+# that called a collective is found by `calls`).
+COUNTING = frozenset({"calls", "bytes_sent"})
 COLLECTIVES = frozenset({
     "allreduce", "reduce", "reduce_scatter", "reduce_scatter_block", "allgather",
     "allgatherv", "gather", "gatherv", "scatter", "scatterv", "bcast", "alltoall",
@@ -1107,6 +1114,7 @@ def _kernel_path(ref: Ref) -> bool:
 class _Scope:
     kind: str  # "module", "class", "function"
     names: set[str] = field(default_factory=set)  # local names (functions)
+    params: set[str] = field(default_factory=set)  # the function's parameters
     self_name: str | None = None  # the method's self/cls, when not rebound
     method: bool = False  # a function directly in a class body
 
@@ -1276,15 +1284,21 @@ class _Visitor(ast.NodeVisitor):
         jit = [d for d in node.decorator_list if self._is_jit(d)]
         for decorator in node.decorator_list:
             self._decorator(decorator, node, jit)
-        self.decorator += 1
         for decorator in node.decorator_list:
-            self.visit(decorator)
-        self.decorator -= 1
+            if decorator in jit:  # cuda.jit as the decorator itself, not inside another
+                self.decorator += 1
+                self.visit(decorator)
+                self.decorator -= 1
+            else:
+                self.visit(decorator)
         self._visit_signature(node)
         if jit and (not at_top or isinstance(node, ast.AsyncFunctionDef)):
             self.flag("jit", node, f"@cuda.jit on {node.name}, not a module-level function")
         names = _bound_in_function(node)
-        scope = _Scope("function", names, method=parent.kind == "class")
+        args = node.args
+        params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                  args.vararg, args.kwarg) if a is not None}
+        scope = _Scope("function", names, params=params, method=parent.kind == "class")
         if scope.method and node.args.args and not any(
                 isinstance(d, ast.Name) and d.id == "staticmethod"
                 for d in node.decorator_list):
@@ -1375,10 +1389,8 @@ class _Visitor(ast.NodeVisitor):
         for decorator in node.decorator_list:
             if not self._allowed_decorator(decorator):
                 self.flag("decorator", decorator, f"@{_short(decorator)}")
-        self.decorator += 1
         for decorator in node.decorator_list:
             self.visit(decorator)
-        self.decorator -= 1
         for base in (*node.bases, *node.keywords):
             self.visit(base)
         previous_top = self.top
@@ -1502,12 +1514,22 @@ class _Visitor(ast.NodeVisitor):
                               node, f"{_short(node)} (a new axis)")
                     break
         if isinstance(node.ctx, ast.Store | ast.Del):
-            root = node.value
+            root, through_attribute = node.value, False
             while isinstance(root, ast.Attribute | ast.Subscript):
+                through_attribute |= isinstance(root, ast.Attribute)
                 root = root.value
-            if isinstance(root, ast.Name) and self._imported(root.id):
+            if isinstance(root, ast.Name) and (self._imported(root.id) or (
+                    through_attribute and self._parameter(root.id))):
                 self.flag("module-assign", node)
         self.generic_visit(node)
+
+    def _parameter(self, name: str) -> bool:
+        """A parameter of the enclosing function (not self/cls): an object the grader
+        handed over (an array, the communicator, gemm)."""
+        for scope in reversed(self.scopes):
+            if scope.kind == "function":
+                return name in scope.params and name != scope.self_name
+        return False
 
     def _imported(self, name: str) -> bool:
         """A module-level import, def or class name (not shadowed)."""
@@ -1576,7 +1598,8 @@ class _Visitor(ast.NodeVisitor):
             root = base
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
-            if isinstance(root, ast.Name) and self._imported(root.id):
+            if isinstance(root, ast.Name) and (self._imported(root.id)
+                                               or self._parameter(root.id)):
                 self.flag("module-assign", node)
                 return
         rule = self._attribute_rule(node)
@@ -1638,6 +1661,8 @@ class _Visitor(ast.NodeVisitor):
             pass  # the class's own attributes: what was stored there was checked
         elif attr in MEMORY_ATTRS or attr == "ctypes":
             return "memory"
+        elif attr in CONTEXT_ATTRS:
+            return "numba"
         elif attr in DANGER_MODULES and not (full is not None and full.is_module):
             return "import"
         elif self.gemm_or_net:
@@ -1648,6 +1673,8 @@ class _Visitor(ast.NodeVisitor):
                 return "array-library"
             if attr in HOST_COPIES:
                 return "host-copy"
+        if attr in COUNTING and self.part == "mpi" and not self._self_like(base):
+            return "mpi-comm"
         if attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup")):
             if not (ref is not None and ref.is_module) and not self._self_like(base):
                 return "mpi-comm"

@@ -3,6 +3,8 @@ kernel."""
 
 # ruff: noqa (hostile code, written to be refused)
 
+import functools
+
 import numpy as np
 
 from nnkit.backend import cuda
@@ -50,3 +52,8 @@ def gemm_shared(A, B, C, alpha, beta):
     wrapped_kernel[(1,), (1,)](C)
     linked_kernel[(1,), (1,)](C)
     make_kernel(make)
+
+
+@functools.lru_cache(cuda.jit)  # expect: jit
+def cached_kernel(C):
+    C[0, 0] = sum(C)

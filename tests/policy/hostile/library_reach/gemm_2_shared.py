@@ -37,3 +37,10 @@ def sniff(thing):
         case object(__class__=klass):  # expect: private
             return klass
     return (njit, cupy, scipy, torch)
+
+
+def streams(A):
+    side = cuda.stream()  # expect: numba
+    cuda.to_device(A).stream.context.reset()  # expect: numba
+    A.flags.writeable = True  # expect: module-assign
+    A[0, 0] = 1.0

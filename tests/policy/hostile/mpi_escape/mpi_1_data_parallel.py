@@ -30,3 +30,9 @@ def spy(comm, buffer):
     gathered = comm.allgather(buffer)
     return (world, duplicate, half, inner, other, same, memory, data, group, gathered,
             allreduce_gradients, scatter_batch)
+
+
+def forge(comm):
+    comm.bytes_sent = 0  # expect: module-assign
+    comm.calls.clear()  # expect: mpi-comm
+    comm.settings["x"] = 1  # expect: module-assign
