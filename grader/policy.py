@@ -1006,11 +1006,13 @@ class _Checker:
             if node.id in info.constants:
                 return True
             ref = info.aliases.get(node.id)
-            return ref is not None and (self.is_constant_ref(self._deref(ref))
-                                        or _kernel_path(self._deref(ref)))
+            ref = self._deref(ref) if ref is not None else None
+            return ref is not None and not ref.is_module and (self.is_constant_ref(ref)
+                                                              or _kernel_path(ref))
         if isinstance(node, ast.Attribute):
             ref = self._resolve_static(node, info.aliases)
-            return ref is not None and _kernel_path(ref)
+            return ref is not None and not ref.is_module and (_kernel_path(ref)
+                                                              or self.is_constant_ref(ref))
         if isinstance(node, ast.Call):
             if node.keywords or not all(self._constant(a, info) for a in node.args):
                 return False
@@ -1488,10 +1490,6 @@ class _Visitor(ast.NodeVisitor):
 
     # expressions ---------------------------------------------------------------------
 
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if self.kernel is not None and node.value is Ellipsis:
-            self.flag("kernel-slice", node, "...")
-
     def visit_Slice(self, node: ast.Slice) -> None:
         if self.kernel is not None:
             self.flag("kernel-slice", node, f"[{_short(node)}]")
@@ -1524,8 +1522,11 @@ class _Visitor(ast.NodeVisitor):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if _launch(node) and self._kernel_name(node.value):
             self.handled.add(id(node.value))  # kernel[grid, block]: the kernel, configured
-        if self.gemm_or_net or self.kernel is not None:
-            index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if self.kernel is not None and any(isinstance(item, ast.Constant)
+                                           and item.value is Ellipsis for item in index):
+            self.flag("kernel-slice", node, f"{_short(node)} (...)")
+        elif (self.gemm_or_net or self.kernel is not None) and not self._typing(node.value):
             for item in index:
                 ref = self.resolve(item)
                 if (isinstance(item, ast.Constant) and item.value is None) or (
@@ -1542,6 +1543,31 @@ class _Visitor(ast.NodeVisitor):
                     through_attribute and self._parameter(root.id))):
                 self.flag("module-assign", node)
         self.generic_visit(node)
+
+    def _typing(self, base: ast.AST) -> bool:
+        """A type expression such as Callable[..., None] or tuple[int, None]."""
+        if self.annotation:
+            return True
+        if isinstance(base, ast.Name) and base.id in (
+                "list", "tuple", "dict", "set", "frozenset", "type") and not (
+                self._local(base.id) or self._module_name(base.id)):
+            return True
+        ref = self.resolve(base)
+        return ref is not None and ref.module in ("typing", "collections.abc",
+                                                  "numpy.typing")
+
+    def _literal(self, node: ast.AST) -> bool:
+        """Numbers and strings, in lists and tuples: host data that is not an operand."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.List | ast.Tuple):
+            return all(self._literal(e) for e in node.elts)
+        if isinstance(node, ast.UnaryOp):
+            return self._literal(node.operand)
+        if isinstance(node, ast.BinOp):
+            return self._literal(node.left) and self._literal(node.right)
+        return isinstance(node, ast.Name) and node.id in self.info.constants and (
+            self._module_name(node.id))
 
     def _parameter(self, name: str) -> bool:
         """A parameter of the enclosing function (not self/cls): an object the grader
@@ -1739,8 +1765,6 @@ class _Visitor(ast.NodeVisitor):
             if self.gemm_or_net and self.kernel is None and attr not in NP_HOST_OK:
                 if attr == "newaxis":
                     return "array-library"
-                if id(node) in self.handled:
-                    return None
                 return ("host-copy" if attr in ("asanyarray", "copy", "require",
                                                 "asfortranarray", "fromiter")
                         else "array-library")
@@ -1808,11 +1832,9 @@ class _Visitor(ast.NodeVisitor):
         ref = self.resolve(func)
         if ref is not None and ref.module == "numpy" and len(ref.rest) == 1:
             name = ref.rest[0]
-            if name in NP_LITERAL_ONLY and self.gemm_or_net:
-                literal = node.args and isinstance(node.args[0], ast.List | ast.Tuple
-                                                   | ast.Constant)
-                if not literal:
-                    self.flag("host-copy", node)
+            if name in NP_LITERAL_ONLY and self.gemm_or_net and not (
+                    node.args and self._literal(node.args[0])):
+                self.flag("host-copy", node)
             if name == "ndarray" and (len(node.args) > 2 or any(
                     k.arg in (None, "buffer", "offset", "strides") for k in node.keywords)):
                 self.flag("memory", node)
@@ -1825,7 +1847,7 @@ class _Visitor(ast.NodeVisitor):
             if not (local or self._kernel_name(target)):
                 self.flag("launch", node, f"{_short(func)}(...) launches "
                                           f"{_short(target)}, not a @cuda.jit kernel")
-        for arg in node.args:  # a kernel handed to a launch helper
+        for arg in (*node.args, *(k.value for k in node.keywords)):  # to a launch helper
             if self._kernel_name(arg):
                 self.handled.add(id(arg))
         if self.kernel is not None:

@@ -290,6 +290,17 @@ def test_a_module_level_builtin_shadow_is_not_a_builtin_in_kernels(tmp_path):
     assert _rules(tmp_path, source) == [("kernel-call", 6)]
 
 
+def test_type_expressions_literals_and_stub_kernels_pass(tmp_path):
+    source = ("from typing import Callable, Optional\nimport numpy as np\n"
+              "from nnkit.backend import cuda, to_device\n"
+              "GemmFn = Callable[..., None]\nPair = tuple[int, None]\n"
+              "TABLE = to_device(np.array([1, 2, -3]))\n"
+              "def forward(weights, biases, X, gemm: Callable[..., None]) -> Optional[list]:\n"
+              "    return [np.asarray(X)]\n"
+              "@cuda.jit\ndef stub(A):\n    ...\n")
+    assert _rules(tmp_path, source, module="net_2_backprop") == [("host-copy", 8)]
+
+
 def test_collective_names():
     assert all(policy._collective(n) for n in (
         "Allreduce", "allreduce", "Iallreduce", "Allreduce_init", "Reduce_scatter_block",
