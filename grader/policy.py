@@ -860,7 +860,9 @@ class _Checker:
                 elif isinstance(stmt, ast.Try):
                     events.extend((h.name, "other", h, None) for h in stmt.handlers if h.name)
         # names declared global (and stored) in functions are rebound at module level
-        for node in ast.walk(info.tree):
+        nodes = list(ast.walk(info.tree))
+        has_global = any(isinstance(node, ast.Global) for node in nodes)
+        for node in nodes if has_global else ():
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 declared = {n for s in ast.walk(node) if isinstance(s, ast.Global)
                             for n in s.names}
@@ -895,7 +897,7 @@ class _Checker:
             if counts.get(name, 0) != 1:
                 del info.assigned[name]
         # siblings: every import of one, anywhere in the module (functions included)
-        for node in ast.walk(info.tree):
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     ref = self._import_ref(alias.name)

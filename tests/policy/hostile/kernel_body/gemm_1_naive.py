@@ -20,6 +20,7 @@ def gemm_naive_kernel(A, B, C, alpha, beta):
     if i == 0 and j == 0:
         C[:, :] = np.dot(A, B)  # expect: kernel-slice, kernel-call
     row = A[i]
+    column_total = np.sum(A[i, :])  # expect: kernel-call, kernel-slice
     acc = np.sum(row * B[j])  # expect: kernel-call, kernel-array
     exec("C[i, j] = acc")  # expect: builtin
     total = sum(A[i, k] for k in range(3))  # expect: kernel-call, kernel-syntax
