@@ -351,7 +351,7 @@ def test_any_python_is_checked_without_internal_errors(package, tmp_path):
         folder = tmp_path / str(n)
         folder.mkdir()
         shutil.copy(source, folder / "gemm_1_naive.py")
-        for part in policy.PARTS:
+        for part in ("gemm", "mpi"):  # the net rules are the gemm rules
             texts = [v.text for v in check(folder, "gemm_1_naive", part)]
             assert not any("could not be checked" in t or "too deeply" in t
                            for t in texts), (source.name, texts)
