@@ -1,0 +1,22 @@
+"""Names built at run time, and the builtins that turn them into objects."""
+
+# ruff: noqa (hostile code, written to be refused)
+
+import numpy as np
+
+product = getattr(np, "ein" + "sum")  # expect: builtin, module-value
+ctypes = __import__("ctypes")  # expect: builtin
+value = eval("1 + 1")  # expect: builtin
+namespace = vars(np)  # expect: builtin, module-value
+everything = globals()  # expect: builtin
+exec("import os")  # expect: builtin
+fetch = getattr  # expect: builtin
+code = compile("1", "<x>", "eval")  # expect: builtin
+builtins_dict = __builtins__  # expect: private
+spec = __spec__  # expect: private
+numpy_again = np  # expect: module-value
+
+
+def gemm_naive(A, B, C, alpha, beta):
+    setattr(C, "x", 1)  # expect: builtin
+    raise SystemExit(0)  # expect: builtin

@@ -1,0 +1,364 @@
+"""The static policy for graded modules (grader/policy.py): every correct way of writing the
+assignment passes (the solution, the starter, the example bugs, differently written
+submissions in tests/policy/alt_*), and hostile submissions (tests/policy/hostile/*) fail
+with the rule each line breaks, marked in the files as `# expect: rule[, rule]`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader import policy
+from grader.examples import load_spec
+from grader.policy import RULES, Violation, check
+from tests.conftest import KIT_ROOT
+
+FIXTURES = Path(__file__).parent / "policy"
+HOSTILE = FIXTURES / "hostile"
+ALTERNATIVES = sorted(p for p in FIXTURES.glob("alt_*") if p.is_dir())
+MODULES = {"gemm": ["gemm_1_naive", "gemm_2_shared", "gemm_3_register"],
+           "net": ["net_1_kernels", "net_2_backprop"],
+           "mpi": ["mpi_1_data_parallel", "mpi_2_ring"]}
+PART_OF = {module: part for part, modules in MODULES.items() for module in modules}
+BUG_SPECS = sorted([*(KIT_ROOT / "examples" / "bugs").glob("*.toml"),
+                    *(KIT_ROOT / "tests" / "bugs").rglob("*.toml")])
+EXPECT = re.compile(r"# expect: ([\w\-, ]+)")
+
+
+def _graded(folder: Path) -> list[tuple[str, str]]:
+    return [(m, PART_OF[m]) for m in PART_OF if (folder / f"{m}.py").is_file()]
+
+
+def _violations(folder: Path) -> list[Violation]:
+    found = []
+    for module, part in _graded(folder):
+        found += check(folder, module, part)
+    return found
+
+
+def _expected(folder: Path) -> set[tuple[str, int, str]]:
+    expected = set()
+    for path in folder.glob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = EXPECT.search(line)
+            if match:
+                expected |= {(path.name, number, rule.strip())
+                             for rule in match.group(1).split(",")}
+    return expected
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+# ---------------------------------------------------------------------------------------
+# Correct code passes
+
+
+@pytest.mark.parametrize("impl", ["solution", "starter"])
+def test_solution_and_starter_pass(impl):
+    folder = KIT_ROOT / impl
+    assert len(_graded(folder)) == 7
+    assert _violations(folder) == []
+
+
+@pytest.mark.parametrize("spec_path", BUG_SPECS, ids=lambda p: p.stem)
+def test_example_bugs_pass(spec_path, tmp_path):
+    """A bug is not a cheat: every bug spec applied to the solution passes the policy."""
+    spec = load_spec(spec_path)
+    shutil.copytree(KIT_ROOT / "solution", tmp_path / "sub")
+    for edit in spec.edits:
+        target = tmp_path / "sub" / edit["file"]
+        text = target.read_text()
+        assert text.count(edit["old"]) == 1
+        target.write_text(text.replace(edit["old"], edit["new"]))
+    assert _violations(tmp_path / "sub") == []
+
+
+@pytest.mark.parametrize("folder", ALTERNATIVES, ids=lambda p: p.name)
+def test_alternative_submissions_pass(folder):
+    assert _graded(folder), "an alternative without graded modules"
+    assert _violations(folder) == []
+
+
+def test_there_are_enough_alternatives_and_bugs():
+    assert len(ALTERNATIVES) >= 4
+    assert len(BUG_SPECS) >= 15
+
+
+# ---------------------------------------------------------------------------------------
+# Hostile code fails, each line with its rule
+
+HOSTILE_FOLDERS = sorted(p for p in HOSTILE.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("folder", HOSTILE_FOLDERS, ids=lambda p: p.name)
+def test_hostile_submissions_fail_with_the_right_rule(folder):
+    expected = _expected(folder)
+    assert expected, "a hostile fixture without `# expect:` markers"
+    violations = _violations(folder)
+    found = {(v.file, v.line, v.rule) for v in violations}
+    described = {(v.file, v.line, v.rule): v.describe() for v in violations}
+    assert not expected - found, f"not caught: {sorted(expected - found)}"
+    assert not found - expected, "unexpected: " + "; ".join(
+        described[k] for k in sorted(found - expected))
+
+
+def test_every_rule_is_exercised_by_a_hostile_fixture():
+    used = set()
+    for folder in HOSTILE_FOLDERS:
+        used |= {rule for _, _, rule in _expected(folder)}
+    assert used >= set(RULES) - {"file"}  # files: tested below, in temporary folders
+
+
+CHEATS = KIT_ROOT / "tests" / "cheats"
+RUNTIME_ONLY = {"memory_bomb", "mutate_inputs"}  # nothing wrong in the source
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CHEATS.iterdir() if p.is_dir()))
+def test_the_kits_cheats(name):
+    """tests/cheats: each is refused statically, except those only a run can tell."""
+    found = check(CHEATS / name, "gemm_1_naive", "gemm")
+    assert bool(found) == (name not in RUNTIME_ONLY), [v.describe() for v in found]
+
+
+def test_hostile_fixtures_read_by_the_grader_do_not_run(tmp_path):
+    """The policy reads; it never imports: a module that would exit at import is fine."""
+    folder = _write(tmp_path, {"gemm_1_naive.py": "import os\nos._exit(3)\n"})
+    assert [v.rule for v in check(folder, "gemm_1_naive", "gemm")] == ["import"]
+
+
+# ---------------------------------------------------------------------------------------
+# Specific rules
+
+
+def _rules(tmp_path, source: str, module: str = "gemm_1_naive", **siblings) -> list:
+    folder = _write(tmp_path / "sub", {f"{module}.py": source,
+                                       **{f"{k}.py": v for k, v in siblings.items()}})
+    return [(v.rule, v.line) for v in check(folder, module, PART_OF.get(module, "gemm"))]
+
+
+def test_describe_names_file_line_code_and_rule():
+    violation = Violation("import", "gemm_1_naive.py", 3, "import ctypes")
+    assert violation.describe().startswith(
+        "gemm_1_naive.py, line 3: import ctypes — graded modules may import only numpy, ")
+    assert Violation("file", "x.py", 0, "x.py is a link").describe().startswith(
+        "x.py: x.py is a link — ")
+    assert policy.summary([violation] * 5, limit=2).endswith("(and 3 more)")
+
+
+def test_unknown_part_is_an_error(tmp_path):
+    with pytest.raises(ValueError):
+        check(tmp_path, "gemm_1_naive", "cuda")
+
+
+def test_missing_and_unparsable_modules_give_nothing(tmp_path):
+    assert check(tmp_path, "gemm_1_naive", "gemm") == []
+    assert _rules(tmp_path, "def broken(:\n    import ctypes\n") == []
+    assert _rules(tmp_path, "x = 1\n\0import os\n") == []
+
+
+def test_main_block_is_skipped_but_its_else_is_checked(tmp_path):
+    source = ("import numpy as np\n"
+              "if __name__ == '__main__':\n    import os\n    np.einsum('ii', 1)\n"
+              "else:\n    import ctypes\n"
+              "if '__main__' == __name__:\n    import sys\n"
+              "if __name__ != '__main__':\n    import socket\n")
+    assert _rules(tmp_path, source) == [("import", 6), ("import", 10)]
+
+
+def test_the_source_is_read_as_python_reads_it(tmp_path):
+    """A coding cookie: what looks like a comment in UTF-8 is an import in UTF-7."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "gemm_1_naive.py").write_bytes(
+        b"# -*- coding: utf-7 -*-\n# harmless +AAo-import ctypes\n")
+    assert [v.rule for v in check(folder, "gemm_1_naive", "gemm")] == ["import"]
+
+
+def test_oversized_and_odd_files_are_refused_not_skipped(tmp_path):
+    big = _write(tmp_path / "big", {"gemm_1_naive.py": "# pad\n" * (policy.MAX_BYTES // 6 + 10)})
+    assert [(v.rule, v.line) for v in check(big, "gemm_1_naive", "gemm")] == [("file", 0)]
+    linked = _write(tmp_path / "linked", {"hidden.txt": "import ctypes\n"})
+    (linked / "gemm_1_naive.py").symlink_to("hidden.txt")
+    found = check(linked, "gemm_1_naive", "gemm")
+    assert [v.rule for v in found] == ["file"] and "link" in found[0].text
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "gemm_1_naive.py")
+    assert [v.rule for v in check(fifo, "gemm_1_naive", "gemm")] == ["file"]
+
+
+@pytest.mark.parametrize("shadow", ["helpers.cpython-311-x86_64-linux-gnu.so", "helpers.so",
+                                    "helpers.abi3.so", "helpers.pyc", "helpers/__init__.py",
+                                    "link"])
+def test_siblings_python_would_not_load_from_the_checked_file(tmp_path, shadow):
+    folder = _write(tmp_path / "sub", {
+        "gemm_1_naive.py": "from .helpers import TILE\n",
+        "helpers.py": "TILE = 32\n"})
+    if shadow == "link":
+        (folder / "helpers.py").unlink()
+        (folder / "real.py").write_text("import ctypes\n")
+        (folder / "helpers.py").symlink_to("real.py")
+    else:
+        (folder / shadow).parent.mkdir(exist_ok=True)
+        (folder / shadow).write_bytes(b"\x7fELF")
+    found = check(folder, "gemm_1_naive", "gemm")
+    assert [(v.rule, v.line) for v in found] == [("file", 1)], [v.describe() for v in found]
+
+
+def test_absolute_sibling_imports_and_decoys_of_installed_modules(tmp_path):
+    # a sibling by absolute name is checked like a relative one
+    assert _rules(tmp_path / "a", "import helpers\nfrom helpers import X\n",
+                  helpers="import ctypes\nX = 1\n") == [("import", 1)]
+    # a file named like an installed module is not what `import` finds: refused
+    for decoy in ("cffi", "psutil", "numpy_helpers_that_do_not_exist"):
+        found = _rules(tmp_path / decoy, f"import {decoy}\n", **{decoy: "X = 1\n"})
+        installed = decoy != "numpy_helpers_that_do_not_exist"
+        assert found == ([("import", 1)] if installed else []), decoy
+
+
+def test_deep_nesting_does_not_crash_the_grader(tmp_path):
+    deep = "x = " + "+".join(["1"] * 60000) + "\n"
+    found = _rules(tmp_path, deep)
+    assert found in ([], [("file", 0)])
+    nested = "x = " + "[" * 150 + "]" * 150 + "\n"
+    assert _rules(tmp_path / "n", nested) == []
+
+
+def test_builtins_are_fine_when_shadowed_by_a_local(tmp_path):
+    source = ("def f(id, open):\n    return id + open\n"
+              "def g():\n    vars = 3\n    return vars\n"
+              "class C:\n    def __init__(self):\n        super().__init__()\n"
+              "        self._x = 1\n    def get(self):\n        return self._x\n"
+              "    def bad(self):\n        return self.__dict__\n")
+    assert _rules(tmp_path, source) == [("private", 13)]
+
+
+def test_self_rebound_loses_its_privileges(tmp_path):
+    source = ("import numpy as np\nclass C:\n    def m(self):\n        self = np\n"
+              "        return self._core\n")
+    assert ("private", 5) in _rules(tmp_path, source)
+
+
+def test_numpy_in_gemm_is_for_scalars_and_setup_but_free_in_mpi(tmp_path):
+    source = ("import numpy as np\n"
+              "a = np.float32(1) + np.zeros(3) + np.array([1, 2]) + np.ceil(2.5)\n"
+              "b = np.sum(a)\n"
+              "c = np.asarray(a)\n")
+    assert _rules(tmp_path / "g", source) == [("array-library", 3), ("host-copy", 4)]
+    assert _rules(tmp_path / "m", source, module="mpi_1_data_parallel") == []
+
+
+def test_ring_rule_follows_what_the_ring_uses(tmp_path):
+    helper = ("def used(comm, b):\n    return deeper(comm, b)\n"
+              "def deeper(comm, b):\n    comm.Allreduce(b, b)\n"
+              "def other(comm, b):\n    comm.Allreduce(b, b)\n")
+    ring = "from .helper import used\ndef ring_allreduce(comm, b):\n    used(comm, b)\n"
+    folder = _write(tmp_path / "sub", {"mpi_2_ring.py": ring, "helper.py": helper,
+                                       "mpi_1_data_parallel.py": "from .helper import other\n"})
+    assert [(v.file, v.line, v.rule) for v in check(folder, "mpi_2_ring", "mpi")] == [
+        ("helper.py", 4, "mpi-collective")]
+    assert check(folder, "mpi_1_data_parallel", "mpi") == []
+
+
+def test_kernels_read_only_constants(tmp_path):
+    source = ("from nnkit.backend import cuda\nimport numpy as np\n"
+              "TILE = 16\nSHAPE = (TILE, 2 * TILE)\nA, B = 1, 2.5\nDT = np.float32\n"
+              "LATER = 1\nLATER = 2\nTABLE = [1, 2]\n"
+              "@cuda.jit\ndef k(X):\n"
+              "    s = cuda.shared.array(SHAPE, DT)\n"
+              "    X[0, 0] = TILE + A + B + LATER + TABLE[0] + s[0, 0]\n")
+    assert _rules(tmp_path, source) == [("kernel-global", 13), ("kernel-global", 13)]
+
+
+def test_a_module_level_builtin_shadow_is_not_a_builtin_in_kernels(tmp_path):
+    source = ("from nnkit.backend import cuda\n"
+              "def range(n):\n    return [0]\n"
+              "@cuda.jit\ndef k(X):\n    for i in range(3):\n        X[i] = 0\n")
+    assert _rules(tmp_path, source) == [("kernel-call", 6)]
+
+
+def test_type_expressions_literals_and_stub_kernels_pass(tmp_path):
+    source = ("from typing import Callable, Optional\nimport numpy as np\n"
+              "from nnkit.backend import cuda, to_device\n"
+              "GemmFn = Callable[..., None]\nPair = tuple[int, None]\n"
+              "TABLE = to_device(np.array([1, 2, -3]))\n"
+              "def forward(weights, biases, X, gemm: Callable[..., None]) -> Optional[list]:\n"
+              "    return [np.asarray(X)]\n"
+              "@cuda.jit\ndef stub(A):\n    ...\n")
+    assert _rules(tmp_path, source, module="net_2_backprop") == [("host-copy", 8)]
+
+
+def test_collective_names():
+    assert all(policy._collective(n) for n in (
+        "Allreduce", "allreduce", "Iallreduce", "Allreduce_init", "Reduce_scatter_block",
+        "Ibcast", "Neighbor_allgather", "Exscan", "gather", "Scatterv"))
+    assert not any(policy._collective(n) for n in (
+        "Sendrecv", "Isend", "Irecv", "Barrier", "Ibarrier", "Reduce_local", "Waitall"))
+
+
+# ---------------------------------------------------------------------------------------
+# The lists track the running interpreter and numpy
+
+
+def _module_attributes(module) -> list[str]:
+    return sorted(name for name, value in vars(module).items()
+                  if isinstance(value, types.ModuleType) and not name.startswith("_"))
+
+
+@pytest.mark.parametrize("name", sorted(set(policy.HELPERS) | {"math", "cmath"}))
+def test_helper_modules_hand_out_no_modules(name, tmp_path):
+    module = sys.modules.get(name) or __import__(name, fromlist=["_"])
+    allowed = set(policy.SUBMODULES.get(name, {}))
+    attributes = [a for a in _module_attributes(module) if a not in allowed]
+    if not attributes:
+        return
+    source = f"import {name} as m\n" + "".join(f"x{i} = m.{a}\n"
+                                                for i, a in enumerate(attributes))
+    found = _rules(tmp_path, source)
+    assert len(found) == len(attributes), (attributes, found)
+
+
+def test_numpy_hands_out_only_its_allowed_submodules(tmp_path):
+    names = set(_module_attributes(np)) | {"fft", "polynomial", "random", "ctypeslib", "ma",
+                                           "testing", "lib", "linalg", "rec", "char",
+                                           "strings", "f2py", "core"}
+    names -= policy.NUMPY_SUBMODULES
+    source = "import numpy as np\n" + "".join(f"x{i} = np.{a}\n"
+                                              for i, a in enumerate(sorted(names)))
+    for module, part in (("gemm_1_naive", "gemm"), ("mpi_1_data_parallel", "mpi")):
+        found = _rules(tmp_path / part, source, module=module)
+        assert len(found) == len(names), (part, sorted(names), found)
+
+
+@pytest.mark.parametrize("package", ["nnkit", "grader"])
+def test_any_python_is_checked_without_internal_errors(package, tmp_path):
+    """Fail closed is for gaps in the checker: the kit's own (very unlike a submission)
+    source must go through it without one."""
+    for n, source in enumerate(sorted((KIT_ROOT / package).glob("*.py"))):
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        shutil.copy(source, folder / "gemm_1_naive.py")
+        for part in ("gemm", "mpi"):  # the net rules are the gemm rules
+            texts = [v.text for v in check(folder, "gemm_1_naive", part)]
+            assert not any("could not be checked" in t or "too deeply" in t
+                           for t in texts), (source.name, texts)
+
+
+def test_checking_is_fast():
+    start = time.perf_counter()
+    for _ in range(5):
+        _violations(KIT_ROOT / "solution")
+    assert (time.perf_counter() - start) / 5 < 2.0
