@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.worker.traps import PRODUCTS, RECORD, Finding
 from grader.worker.traps import library as _library
 
-__all__ = ["RECORD", "Finding", "read_hits", "scan", "summary"]
+__all__ = ["RECORD", "Finding", "PolicyVerdict", "policy_verdict", "read_hits", "scan",
+           "summary"]
 
 # ---------------------------------------------------------------------------------------
 # Static scan (in the grader)
@@ -148,3 +150,32 @@ def summary(findings: list[Finding], limit: int = 3) -> str:
     unique = list(dict.fromkeys(f.describe() for f in findings))
     more = f" and {len(unique) - limit} more" if len(unique) > limit else ""
     return "; ".join(unique[:limit]) + more
+
+
+# ---------------------------------------------------------------------------------------
+# The policy for graded modules (grader/policy.py), as it counts in an item
+
+
+@dataclass
+class PolicyVerdict:
+    failure: str  # why the item fails ('' if it does not)
+    note: str  # breaches of style rules, reported only ('' if none)
+    found: list[str]  # every breach, described, for the report's figures
+
+
+def policy_verdict(folder: Path, module: str, part: str, mode: str) -> PolicyVerdict:
+    """The policy's breaches in `module` of the (private copy of the) submission. mode
+    "enforce": cheating rules fail the item, style rules are notes; "strict": every
+    breach fails it; "report": none does."""
+    from grader import policy
+
+    found = policy.check(folder, module, part)
+    if not found:
+        return PolicyVerdict("", "", [])
+    failing = [v for v in found if mode == "strict" or (mode == "enforce" and policy.is_cheat(v))]
+    noted = [v for v in found if v not in failing]
+    failure = ("the source breaks the rules for graded code: " + policy.summary(failing)
+               if failing else "")
+    note = ("note, not counted here: the source does not follow the kit's style rules: "
+            + policy.summary(noted) if noted else "")
+    return PolicyVerdict(failure, note, [v.describe() for v in found])

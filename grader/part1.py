@@ -144,6 +144,13 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     if called or written:
         figures["library_products"] = {"called": [f.describe() for f in called],
                                        "in_source": [f.describe() for f in written]}
+    rules = anticheat.policy_verdict(copy, KERNELS[kernel][0], "gemm", config.policy)
+    if rules.found:
+        figures["policy"] = rules.found
+    if rules.failure:
+        correct, message = False, rules.failure + (f"; {message}" if not correct else "")
+    elif rules.note:
+        message += "; " + rules.note
     checks = [{"case": o.label, "passed": o.passed, "message": o.message,
                "worst_error_over_bound": o.worst_error_ratio} for o in outcomes]
     if on_gpu and config.sanitizer_tools and not load_error.exists():

@@ -9,9 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
+from grader import anticheat
 from grader.cases import derived, replayed_cases
 from grader.gemm_checks import NOT_REPRODUCED
-from grader.net_cases import FUNCTIONS, ITEMS, job_inputs, unit_cases
+from grader.net_cases import (
+    BACKPROP_MODULE,
+    FUNCTIONS,
+    ITEMS,
+    KERNELS_MODULE,
+    job_inputs,
+    unit_cases,
+)
 from grader.net_checks import check_unit
 from grader.part1 import refused
 from grader.results import FAIL, PASS, ItemResult
@@ -114,15 +122,20 @@ def grade_units(submission: Path, workroot: Path, config: Config,
                            n in replay)
                 for n, c in enumerate(cases)]
     stopped_by_guard = refused(run)
+    rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
+             for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
         failures = [o for o in mine if not o.passed]
-        ok = not failures and not stopped_by_guard
-        message = (stopped_by_guard if stopped_by_guard else
-                   f"all {len(mine)} cases within tolerance" if ok else
-                   f"{len(failures)} of {len(mine)} cases fail; first: {failures[0].label}: "
-                   f"{failures[0].message}")
+        verdict = rules[BACKPROP_MODULE if item_id in BACKPROP_ITEMS else KERNELS_MODULE]
+        problem = stopped_by_guard or verdict.failure
+        ok = not failures and not problem
+        message = problem or (f"all {len(mine)} cases within tolerance" if ok else
+                              f"{len(failures)} of {len(mine)} cases fail; first: "
+                              f"{failures[0].label}: {failures[0].message}")
+        if verdict.note:
+            message += "; " + verdict.note
         items.append(ItemResult(
             item_id, config.title(item_id), config.points(item_id),
             config.points(item_id) if ok else 0.0, PASS if ok else FAIL, message,
@@ -142,6 +155,8 @@ def _replayed(cases: list[dict], on_gpu: bool, config: Config) -> list[int]:
     return sorted(chosen)
 
 
+# Items whose functions live in net_2_backprop.py (the policy is checked per module).
+BACKPROP_ITEMS = ("net.sgd", "net.forward", "net.backward")
 AUDITED_CALLS = 3  # training calls of each function recorded in full and replayed
 REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
 
@@ -168,6 +183,7 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
                       "modes": plan.modes, "audit_calls": audit}, workdir,
                      _limit(config, on_gpu), on_gpu)
     stopped = refused(run) or run.stop_reason(_limit(config, on_gpu))
+    rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     agree_checks, acc_checks = [], []
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
                      "tolerance": AGREEMENT_TOL, "configuration": plan.description}
@@ -175,7 +191,7 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
             zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
         name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
         got, problem = _load_params(run.outdir, m, ref_params, stopped)
-        problem = refused(run) or problem or _audit_problem(run.outdir, m)
+        problem = rules.failure or refused(run) or problem or _audit_problem(run.outdir, m)
         if problem:
             agree_checks.append({"case": name, "passed": False, "message": problem})
             acc_checks.append({"case": name, "passed": False, "message": problem})

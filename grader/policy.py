@@ -2044,3 +2044,35 @@ def summary(violations: list[Violation], limit: int = 3) -> str:
     described = [v.describe() for v in violations[:limit]]
     more = f" (and {len(violations) - limit} more)" if len(violations) > limit else ""
     return "; ".join(described) + more
+
+
+# ---------------------------------------------------------------------------------------
+# Which breaches fail an item
+
+# Rules with no innocent reading in graded code, and whose harm the run-time layers may
+# not see (a stride trick reading memory, a tally of the counting communicator reset, a
+# private attribute of the kit): they fail the item. The other rules describe the style
+# the assignment asks for (kernels numba compiles, numpy for set-up only, ...) and are
+# reported as notes: the audit hook, the launch replay and the module photograph judge
+# what the code does, so an unusual but honest submission keeps its points.
+CHEAT_RULES = frozenset({"file", "builtin", "private", "memory", "module-assign", "mpi-comm",
+                         "mpi-collective"})
+# Imports that fail the item: ways around the language, the kit's and grader's internals,
+# and libraries that compute what the student must write.
+CHEAT_IMPORTS = frozenset({
+    "ctypes", "_ctypes", "cffi", "gc", "inspect", "importlib", "builtins", "types", "mmap",
+    "pickle", "marshal", "code", "codeop", "runpy", "grader", "nnkit", "torch", "jax",
+    "jaxlib", "tensorflow", "scipy", "sklearn", "cupy", "cupyx", "cupy_backends",
+    "subprocess", "socket", "multiprocessing", "pty", "_thread", "_posixsubprocess",
+})
+
+
+def is_cheat(violation: Violation) -> bool:
+    """Does this breach fail the item (else it is a note)?"""
+    if violation.rule in CHEAT_RULES:
+        return True
+    if violation.rule != "import":
+        return False
+    words = violation.text.replace(",", " ").split()
+    names = words[1:2] if words[:1] == ["from"] else words[1:]
+    return any(name.split(".")[0] in CHEAT_IMPORTS for name in names if name != "as")

@@ -27,6 +27,7 @@ class Config:
     seconds_simulator: float
     findings_fail: bool  # does a race or negative index found in the simulator fail a case?
     static_scan_fails: bool = True  # does a library product seen in the source fail the item?
+    policy: str = "enforce"  # grader/policy.py: "enforce", "strict" or "report"
     sanitizer_tools: tuple[str, ...] = ()  # compute-sanitizer tools run on a GPU; () = off
     sanitizer_findings_fail: bool = False  # does a compute-sanitizer finding fail the item?
     sanitizer_path: str = ""  # the executable; "" = look on PATH and in /usr/local/cuda
@@ -59,6 +60,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             seconds_simulator=float(limits["seconds_simulator"]),
             findings_fail=bool(checks.get("simulator_findings_fail", True)),
             static_scan_fails=bool(raw.get("anticheat", {}).get("static_scan_fails", True)),
+            policy=str(raw.get("anticheat", {}).get("policy", "enforce")),
             sanitizer_tools=tuple(checks.get("gpu_sanitizer", [])),
             sanitizer_findings_fail=bool(checks.get("gpu_sanitizer_findings_fail", False)),
             sanitizer_path=str(checks.get("gpu_sanitizer_path", "")),
@@ -69,6 +71,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         sandbox_settings = sandbox.Settings.from_config(raw.get("sandbox", {}))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{path}: {type(err).__name__}: {err}") from None
+    if config.policy not in ("enforce", "strict", "report"):
+        raise ConfigError(f'{path}: [anticheat] policy: expected "enforce", "strict" or "report"')
     if not 0 < config.full_at < config.zero_at:
         raise ConfigError(f"{path}: need 0 < full_at < zero_at")
     unknown = [t for t in config.sanitizer_tools if t not in sanitizer.TOOLS]

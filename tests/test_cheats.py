@@ -32,7 +32,11 @@ LIMITS = {"seconds_simulator = 600": "seconds_simulator = 15",
           f"memory_mb_gpu = {MEMORY_MB['gpu']}": f"memory_mb_gpu = {MEMORY_MB['gpu']}",
           "processes = 2048": "processes = 400",
           "uid_first = 64000": f"uid_first = {UID_FIRST}",
-          "uid_count = 64": "uid_count = 4"}
+          "uid_count = 64": "uid_count = 4",
+          # The static policy would stop most of them before they run: report only, so
+          # that the run-time layers are what this test tries (tests/test_policy.py and
+          # the test below try the policy).
+          'policy = "enforce"': 'policy = "report"'}
 
 
 def _procs_named(name: str) -> list[int]:
@@ -256,3 +260,17 @@ def test_imports_are_refused_unless_a_trusted_library_asks(tmp_path, monkeypatch
     assert scipylike.ask(guard) is None
     for name in ("compilerlib", "scipylike"):
         sys.modules.pop(name, None)
+
+
+def test_the_policy_fails_cheats_before_they_run(tmp_path):
+    """With the default config, the static policy alone fails a cheat that reaches for
+    NumPy's private C einsum or the garbage collector, and names the rule."""
+    subs = [shutil.copytree(CHEATS / name, tmp_path / name) for name in ("c_einsum", "gc_disarm")]
+    result = run_kit("grader", *map(str, subs), "--parts", "gemm", "--kernels", "naive",
+                     "--out", str(tmp_path / "out"), "--seed", "1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    for sub in subs:
+        report = json.loads((tmp_path / "out" / f"{sub.name}.json").read_text())
+        item = next(i for i in report["items"] if i["id"] == "gemm.naive.correctness")
+        assert item["points"] == 0, item["message"]
+        assert "breaks the rules for graded code" in item["message"], item["message"]

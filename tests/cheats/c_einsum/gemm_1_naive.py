@@ -3,7 +3,7 @@ copies of the operands; the result is copied back into C and no kernel runs."""
 
 import numpy as np
 
-from nnkit.backend import copy_into, to_device, to_host
+from nnkit.backend import to_device, to_host
 
 c_einsum = np._core._multiarray_umath.c_einsum
 
@@ -13,4 +13,4 @@ def gemm_naive(A, B, C, alpha, beta):
     d = np.float32(alpha) * c_einsum("ik,kj->ij", a, b)
     if beta != 0:
         d += np.float32(beta) * c
-    copy_into(C, to_device(np.ascontiguousarray(d, dtype=np.float32)))
+    C[:, :] = to_device(np.ascontiguousarray(d, dtype=np.float32))
