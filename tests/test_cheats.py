@@ -167,6 +167,9 @@ MESSAGES = {
     "thread_escape": [STOPPED, "a thread it started"],
     "exec_string": [STOPPED, "code from a string"],
     "kill_parent": [STOPPED, "sent a signal"],
+    # A kernel body doing NumPy work on whole rows: the simulator refuses what a GPU could
+    # not compile (on a GPU, numba's compiler refuses it).
+    "kernel_host_numpy": {"simulator": ["would not run on a GPU"], "gpu": []},
     # Forging the clock or the copies the grader makes: the module photograph.
     "clock_swap": ["changed the kit or a library", "nnkit.timing._clock"],
     "lazy_launch": ["changed the kit or a library", "nnkit.backend.to_host"],
@@ -176,7 +179,11 @@ MESSAGES = {
 @pytest.mark.parametrize("name", NAMES)
 def test_every_cheat_gets_a_clear_message(graded, name):
     message = _item(graded, name)["message"]
-    for fragment in MESSAGES[name]:
+    fragments = MESSAGES[name]
+    if isinstance(fragments, dict):  # what is said depends on where it ran
+        on_gpu = "GPU" in graded["reports"][name]["backend"]
+        fragments = fragments["gpu" if on_gpu else "simulator"]
+    for fragment in fragments:
         assert fragment in message, message
     if name == "memory_bomb":  # the limit of the mode it ran in, as the test set it
         mode = "gpu" if "GPU" in graded["reports"][name]["backend"] else "simulator"
@@ -192,10 +199,12 @@ def test_library_products_are_caught_when_called_and_when_written(graded):
     assert found("matmul_hidden")["in_source"] == []
     # ... and both see the plain ones.
     for name, called, written in [("matmul_operator", "@ operator", "@ operator"),
-                                  ("dot_method", "dot() method", ".dot"),
-                                  ("torch_import", "import torch", "import torch")]:
+                                  ("dot_method", "dot() method", ".dot")]:
         assert any(called in c for c in found(name)["called"]), found(name)
         assert any(written in w for w in found(name)["in_source"]), found(name)
+    # Importing torch is stopped by the audit hook before the trap would see it.
+    assert any("import torch" in w for w in found("torch_import")["in_source"])
+    assert "imported a module graded code may not use" in _item(graded, "torch_import")["message"]
     on_gpu = "GPU" in graded["reports"]["einsum_or_cupy"]["backend"]
     trapped = "cupy.matmul" if on_gpu else "numpy.einsum"
     assert any(trapped in c for c in found("einsum_or_cupy")["called"])
@@ -227,7 +236,7 @@ def test_imports_are_refused_unless_a_trusted_library_asks(tmp_path, monkeypatch
     directly or through exec, is refused."""
     import sys
 
-    from grader import anticheat
+    from grader.worker import traps as anticheat
 
     package = tmp_path / "compilerlib"
     package.mkdir()

@@ -59,7 +59,7 @@ def kit_roots() -> list[Path]:
 
 
 def set_up(job: dict, job_file: Path) -> Context:
-    from grader.worker import guard, launches, tamper, traps
+    from grader.worker import guard, kernelsim, launches, tamper, traps
     from nnkit import timing
     from nnkit.backend import cuda, select
     from nnkit.submission import package_name
@@ -81,6 +81,8 @@ def set_up(job: dict, job_file: Path) -> Context:
         sys.path.append(str(submission))
         recorder = launches.Recorder(submission, backend.on_gpu)
         recorder.install()
+        if not backend.on_gpu:
+            kernelsim.install()  # simulated kernels as restricted as compiled ones
         if job.get("kind", "gemm") == "gemm" and job.get("module") != CUBLAS:
             library_traps = traps.Traps(out / traps.RECORD, submission)
             library_traps.install()

@@ -1,0 +1,50 @@
+"""Keep the simulator's kernels to what a GPU runs.
+
+In numba's CUDA simulator a kernel body is plain Python, and the arrays it gets are thin
+wrappers over NumPy arrays: a "kernel" could sum a whole row with NumPy (`np.multiply(A[i,
+:], B[:, j]).sum()`), or have one thread compute the whole product, and pass in the
+simulator although numba could never compile it for a GPU. Compiled CUDA kernels work on
+single elements: NumPy functions (ufuncs) and array methods on kernel arguments do not
+exist there. `install()` makes the simulator's kernel arrays refuse them too, so that a
+kernel graded in the simulator is one that could run on a GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# What a kernel may read of an argument array (as compiled CUDA code can).
+ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
+                        "T"})
+
+
+class NotOnAGpu(TypeError):
+    """A kernel did what compiled CUDA code cannot."""
+
+
+def install() -> bool:
+    """Restrict the simulator's in-kernel arrays (simulator only; False if its layout is
+    not the one this expects)."""
+    try:
+        from numba.cuda.simulator.cudadrv import devicearray
+    except ImportError:
+        return False
+    cls = getattr(devicearray, "FakeWithinKernelCUDAArray", None)
+    if cls is None:
+        return False
+    original_getattr = cls.__getattr__
+
+    def array_ufunc(self: Any, ufunc: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        raise NotOnAGpu(f"numpy.{getattr(ufunc, '__name__', ufunc)} on a whole array inside "
+                        "a kernel: compiled CUDA kernels work on single elements (index the "
+                        "array), so this would not run on a GPU")
+
+    def getattr_(self: Any, name: str) -> Any:
+        if name not in ATTRIBUTES:
+            raise NotOnAGpu(f"array.{name} inside a kernel: compiled CUDA kernels read only "
+                            f"{', '.join(sorted(ATTRIBUTES))} of an array")
+        return original_getattr(self, name)
+
+    cls.__array_ufunc__ = array_ufunc
+    cls.__getattr__ = getattr_
+    return True
