@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import anticheat, sandbox
-from grader.cases import GemmCase
+from grader.cases import GemmCase, job_inputs
 from grader.gemm_checks import check_perf
 from grader.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
@@ -88,6 +88,9 @@ def test_the_static_scan_finds_products_and_spares_the_rest(tmp_path):
     assert anticheat.scan(KIT_ROOT / "solution", "gemm_3_register") == []
 
 
+SECRET, PERF_SEED = 5, 11
+
+
 def _perf_job(tmp_path, source: str) -> tuple[GemmCase, object]:
     sub = tmp_path / "sub"
     sub.mkdir(parents=True)
@@ -96,25 +99,37 @@ def _perf_job(tmp_path, source: str) -> tuple[GemmCase, object]:
     workdir = tmp_path / "job"
     copy = copy_submission(sub, workdir / "submission")
     job = {"submission": str(copy), "module": "gemm_1_naive", "function": "gemm_naive",
-           "cases": [], "perf": [case.to_json()], "repeats": 3, "warmup": 1}
-    return case, run_worker(job, workdir, 120, on_gpu=False)
+           "cases": [], "perf": [case.to_json()], "repeats": 3, "warmup": 1,
+           "perf_seed": PERF_SEED}
+    return case, run_worker(job, workdir, 120, on_gpu=False,
+                            inputs=job_inputs([], [case], SECRET))
+
+
+def _perf(case, run):
+    return check_perf(case, run.outdir, 0, "", secret=SECRET, perf_seed=PERF_SEED)
 
 
 def test_timed_calls_get_new_operands_and_a_true_clock(tmp_path):
-    """The replaying cheat is caught on its second timed call; a kernel that replaces
-    time.perf_counter when imported is still timed by the real clock."""
+    """The replaying cheat is caught on its second timed call (which launched nothing);
+    an honest kernel is timed, and one that replaces time.perf_counter when imported is
+    refused for changing the clock."""
     replay = (CHEATS / "replay" / "gemm_1_naive.py").read_text()
     case, run = _perf_job(tmp_path / "replay", replay)
-    outcome = check_perf(case, run.outdir, 0, "")
-    assert outcome.seconds is None and "timed call 2 of 4 computed a wrong C" in outcome.message
+    outcome = _perf(case, run)
+    assert outcome.seconds is None and "launched none of the submission's kernels" in \
+        outcome.message, outcome.message
 
     honest = (KIT_ROOT / "solution" / "gemm_1_naive.py").read_text()
+    case, run = _perf_job(tmp_path / "honest", honest)
+    assert _perf(case, run).message == "no GPU timings"  # every sample right; no GPU here
+    data = json.loads((run.outdir / "perf-0.json").read_text())
+    assert len(data["host"]) == 3 and all(t > 1e-5 for t in data["host"]), data
+    assert data["launches"] == [1, 1, 1, 1]
+
     case, run = _perf_job(tmp_path / "clock", "import time\ntime.perf_counter = lambda: 1.0\n"
                           + honest)
-    outcome = check_perf(case, run.outdir, 0, "")
-    assert outcome.message == "no GPU timings"  # every sample right; no GPU to time it on
-    host = json.loads((run.outdir / "perf-0.json").read_text())["host"]
-    assert len(host) == 3 and all(t > 1e-5 for t in host), host
+    outcome = _perf(case, run)
+    assert outcome.seconds is None and "time.perf_counter" in outcome.message, outcome.message
 
 
 def test_grading_twice_gives_the_same_correctness_verdicts(tmp_path):
