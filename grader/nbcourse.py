@@ -416,6 +416,12 @@ def _extract_all(course: Path, assignments: list[str]) -> list[_Student]:
         student.notebooks = {a: nb for a in assignments
                              if (nb := course / "submitted" / name / a / f"{a}.ipynb").is_file()}
         try:
+            # A link could name any file the grader may read (another student's notebook,
+            # source/ with its solutions): never followed.
+            linked = [nb for nb in student.notebooks.values()
+                      if any(p.is_symlink() for p in (nb, nb.parent, nb.parent.parent))]
+            if linked:
+                raise NotebookError(f"{linked[0]}: a symbolic link, not read")
             extract(list(student.notebooks.values()), student.folder)
         except NotebookError as err:  # graded as an empty folder: every item says why
             student.problem = str(err)
@@ -579,6 +585,8 @@ def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
             folder = autograded / s.name / assignment
             if folder.exists():
                 shutil.rmtree(folder)
+            if s.problem:
+                continue  # nothing was read: its zero is in the gradebook
             try:
                 notebook = _autograded(submitted, cells[assignment], results[s.name, assignment])
             except (OSError, ValueError, AttributeError, TypeError):

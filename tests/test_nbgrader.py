@@ -1,8 +1,9 @@
 """nbgrader round trip: release -> submissions -> autograde -> gradebook, with the sample
 class of three (alice the solution, bob the stubs, carol a bug), dave whose notebook is
-not even JSON, and two hostile students: eve's cells attack the grading machine, frank's
-fake the checks. Kept to the naive GEMM so that it runs in well under a minute; the full
-course goes through the same code (`make release sample-class autograde`).
+not even JSON, and three hostile students: eve's cells attack the grading machine,
+frank's fake the checks, mallory's notebook is a link to the source notebook. Kept to the
+naive GEMM so that it runs in well under a minute; the full course goes through the same
+code (`make release sample-class autograde`).
 
 Autograde must never run a notebook: scratch cells are dropped unread, and the tagged
 cells run only in the sandbox, where eve's attempts on the solution, the hidden checks,
@@ -117,6 +118,10 @@ def course(tmp_path_factory):
     for student, code in (("eve", attack), ("frank", FAKER)):
         nbcourse.write_notebook(_hostile(release, code, marker),
                                 submitted / student / "part1-gemm" / "part1-gemm.ipynb")
+    # mallory's notebook is a link to the source notebook, solutions and all.
+    linked = submitted / "mallory" / "part1-gemm" / "part1-gemm.ipynb"
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(course / "source" / "part1-gemm" / "part1-gemm.ipynb")
     # An instructor drops the solution's module into source/ after the release: nothing
     # copies it anywhere.
     shutil.copy(NAMED["solution"] / "gemm_1_naive.py",
@@ -153,9 +158,10 @@ def test_release_holds_stubs_and_visible_checks_only(course):
 
 def test_gradebook_has_the_right_scores(course):
     _, _, rows, *_ = course
-    assert sorted(rows) == ["alice", "bob", "carol", "dave", "eve", "frank"]
+    assert sorted(rows) == ["alice", "bob", "carol", "dave", "eve", "frank", "mallory"]
     expected = {"alice": ("1", "10"), "bob": ("0", "0"), "carol": ("0", "0"),
-                "dave": ("0", "0"), "eve": ("0", "0"), "frank": ("0", "0")}
+                "dave": ("0", "0"), "eve": ("0", "0"), "frank": ("0", "0"),
+                "mallory": ("0", "0")}
     for student, (notebook, kit) in expected.items():
         row = rows[student]
         assert (row["nbgrader:part1-gemm"], row["kit:gemm.naive.correctness"]) == (notebook, kit)
@@ -170,10 +176,12 @@ def test_scores_are_in_nbgrader_gradebook(course):
     course_dir, *_ = course
     with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}", course_id="nnkit") as gb:
         scores = {s: gb.find_submission("part1-gemm", s).score
-                  for s in ("alice", "bob", "carol", "dave", "eve", "frank")}
+                  for s in ("alice", "bob", "carol", "dave", "eve", "frank", "mallory")}
         grade = gb.find_grade("test-gemm_naive", "part1-gemm", "part1-gemm", "alice")
         assert grade.auto_score == 1 and not grade.needs_manual_grade
-    assert scores == {"alice": 1, "bob": 0, "carol": 0, "dave": 0, "eve": 0, "frank": 0}
+    assert scores == {"alice": 1, "bob": 0, "carol": 0, "dave": 0, "eve": 0, "frank": 0,
+                      "mallory": 0}
+    assert not list((course_dir / "extracted" / "mallory").iterdir())  # the link not followed
 
 
 def test_stubs_score_zero_and_no_source_file_reaches_the_grader(course):
