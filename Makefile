@@ -36,7 +36,7 @@ help:
 	@echo "make dist-student  what students receive: build/dist/nnkit-student(.tar.gz)"
 	@echo "make release     nbgrader course in COURSE=build/course, assignments generated"
 	@echo "make sample-class  three sample submissions into COURSE/submitted/"
-	@echo "make autograde   nbgrader autograde + the kit's grader -> COURSE/gradebook.csv"
+	@echo "make autograde   the kit grades COURSE/submitted (test cells too) -> COURSE/gradebook.csv"
 	@echo "Options: PY=python3 (use an existing interpreter), OUT=grades, SUBMISSIONS=..."
 
 $(VENV)/.installed: pyproject.toml
@@ -64,14 +64,22 @@ starter: $(SETUP)
 dist-student: $(SETUP)
 	$(PY) -m grader.dist --out build/dist
 
+# release also writes COURSE/kit_manifest.json, what autograde checks the kit against.
 release: $(SETUP)
 	$(PY) -m grader.nbcourse release --course $(COURSE)
 
 sample-class: $(SETUP)
 	$(PY) -m grader.nbcourse sample-class --course $(COURSE)
 
+# Refused if the kit differs from the release's manifest or from git HEAD (ALLOW_UNCOMMITTED=1:
+# the manifest only, for a kit in development). Bytecode is compiled afresh into a private
+# folder, so that no .pyc left in the kit's __pycache__ folders stands in for a checked file.
+ALLOW_UNCOMMITTED ?=
 autograde: $(SETUP)
-	$(PY) -m grader.nbcourse autograde --course $(COURSE) --jobs $(JOBS)
+	@prefix=$$(mktemp -d) && status=0 && \
+	PYTHONPYCACHEPREFIX=$$prefix $(PY) -m grader.nbcourse autograde --course $(COURSE) \
+	    --jobs $(JOBS) $(if $(ALLOW_UNCOMMITTED),--allow-uncommitted) || status=$$?; \
+	rm -rf "$$prefix"; exit $$status
 
 data: $(SETUP)
 	$(PY) -m nnkit data

@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "inputs derive from it, so a fixed seed reproduces a run")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
+    parser.add_argument("--manifest", type=Path, default=None,
+                        help="refuse to grade if the kit differs from this manifest or from "
+                             "git HEAD (python -m grader.integrity write FILE)")
     return parser
 
 
@@ -208,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--parts: choose from {', '.join(PARTS)}")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.manifest is not None:  # before anything is graded (grader/integrity.py)
+        from grader import integrity
+
+        problems = integrity.verify(args.manifest)
+        if problems:
+            print(f"grader: {integrity.IntegrityError(problems)}", file=sys.stderr)
+            return 1
     try:
         config = with_secret(load_config(args.config), args.seed)
         backend = select()

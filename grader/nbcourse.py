@@ -3,57 +3,78 @@ gradebook.
 
     python -m grader.nbcourse release   [--course DIR] [--assignments a,b] [--modules m,...]
     python -m grader.nbcourse sample-class [--course DIR]
-    python -m grader.nbcourse autograde [--course DIR] [--jobs N]
+    python -m grader.nbcourse autograde [--course DIR] [--jobs N] [--allow-uncommitted]
 
 `release` writes DIR/source/<part>/<part>.ipynb for each part (grader/notebook.py) and the
-course's nbgrader_config.py, then runs `nbgrader generate_assignment`: DIR/release/ holds
-what students get (stubs, visible checks; no solution, no hidden checks).
+course's nbgrader_config.py, runs `nbgrader generate_assignment` (DIR/release/ holds what
+students get: stubs, visible checks; no solution, no hidden checks) and writes the kit's
+manifest, DIR/kit_manifest.json (grader/integrity.py).
 
-`autograde` takes the submissions nbgrader expects in DIR/submitted/<student>/<part>/ (put
-there by `nbgrader collect`, `nbgrader zip_collect` or by hand), runs `nbgrader autograde`
-(the notebooks' test cells, hidden ones restored) and `nbgrader export`, extracts the
-modules of every student's submitted notebooks into DIR/extracted/<student>/, grades those
-folders with `python -m grader` into DIR/kit_grades/, and writes both into
-DIR/gradebook.csv, a row per student.
+`autograde` never executes a notebook, and never runs `nbgrader autograde`, which would
+run every cell of every submission in a kernel of the grader's own user. First it checks
+that the kit is the one released (the manifest, and git HEAD in a git checkout). Then, for
+the submissions in DIR/submitted/<student>/<part>/ (put there by `nbgrader collect`,
+`zip_collect` or by hand), it extracts the tagged cells of every student's notebooks into
+DIR/extracted/<student>/ (grader/nbextract.py: scratch cells are dropped unread), and
+grades those folders with the kit's sandboxed grader into DIR/kit_grades/. nbgrader's
+own test cells are graded by the kit too: a sandboxed job per notebook
+(grader/worker_nbtests.py) only records what the student's functions did on the cells'
+cases; this process replays the recordings through the same checks and writes the
+points into nbgrader's gradebook (DIR/gradebook.db), where formgrader and `nbgrader
+export` find them, with the autograded notebooks in DIR/autograded/. Both sets of scores
+go into DIR/gradebook.csv, a row per student.
 
-Only the notebooks' tagged cells reach the kit's grader. The assignments carry no .py
-files, and Autograde.exclude_overwriting names every module file anyway: nbgrader's
-copying of source files over a submission can never put solution code where it is graded.
+Only the notebooks' tagged cells are ever run, and only in the sandbox; test cells come
+from the gradebook (what was released), never from a submitted notebook.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext, redirect_stdout
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from grader import examples
+import numpy as np
+
+from grader import examples, gpus, integrity, runner, sandbox
 from grader.nbextract import NotebookError, extract
 from grader.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
+from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
+from nnkit.checks import MODULES as FUNCTION_MODULES
 from nnkit.gemm import KERNELS
 from nnkit.submission import KIT_ROOT
 
 DEFAULT_COURSE = KIT_ROOT / "build" / "course"
+COURSE_ID = "nnkit"
 STATE = "nnkit_course.json"  # what `release` built, for `autograde` to grade alike
 PART_OF = {"part1-gemm": "gemm", "part2-network": "net"}  # assignment -> grader --parts
 SAMPLE_BUG = "naive_beta_ignored"  # the buggy student of the sample class
+TEST_WORKER = "grader.worker_nbtests"  # the sandboxed half of a test cell
 
 CONFIG = """\
 # Written by `python -m grader.nbcourse release`; rewritten on every release.
 c = get_config()  # noqa: F821
-c.CourseDirectory.course_id = "nnkit"
+c.CourseDirectory.course_id = "{course_id}"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
-# Kernels run in the CUDA simulator where there is no GPU: allow slow cells.
-c.Execute.timeout = {timeout}
-# Never copy a source file over a submitted module (there are none in source/, and this
-# keeps it so should one be added).
-c.Autograde.exclude_overwriting = {exclude!r}
+# Submissions are graded by `make autograde` (python -m grader.nbcourse autograde), which
+# runs the students' code in the kit's sandbox only. `nbgrader autograde` would run every
+# cell of every notebook, unconfined, as whoever starts it: it is given a kernel that does
+# not exist, so that it fails before any cell runs.
+c.Execute.kernel_name = "nnkit-use-make-autograde"
 """
 
 
@@ -62,8 +83,8 @@ class CourseError(RuntimeError):
 
 
 def _nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run an nbgrader command in the course folder; kernels import this kit first.
-    check=False: a failure is returned, not raised."""
+    """Run an nbgrader command in the course folder (release only: nothing here executes a
+    notebook). check=False: a failure is returned, not raised."""
     def path(*first: str, var: str) -> str:
         return os.pathsep.join(p for p in (*first, os.environ.get(var, "")) if p)
 
@@ -87,33 +108,41 @@ def _chosen(names: list[str] | None) -> list[Assignment]:
 
 def release(course: Path = DEFAULT_COURSE, assignments: list[str] | None = None,
             modules: list[str] | None = None, timeout: int = 120) -> list[Path]:
-    """Build source/ and run `nbgrader generate_assignment`; returns the released
-    notebooks. `modules` keeps only those modules of each part (for quick trials)."""
+    """Build source/, run `nbgrader generate_assignment` and write the kit's manifest;
+    returns the released notebooks. `modules` keeps only those modules of each part (for
+    quick trials); `timeout`: seconds a test cell may run at autograde."""
     chosen = _chosen(assignments)
     course.mkdir(parents=True, exist_ok=True)
-    exclude = {a.name: [f"{m}.py" for m in a.modules] for a in chosen}
-    (course / "nbgrader_config.py").write_text(CONFIG.format(timeout=timeout, exclude=exclude))
-    released, state = [], {"assignments": {}}
+    (course / "nbgrader_config.py").write_text(CONFIG.format(course_id=COURSE_ID))
+    released, state = [], {"assignments": {}, "timeout": timeout}
     for assignment in chosen:
         keep = tuple(m for m in assignment.modules if modules is None or m in modules)
         if not keep:
             continue
         source = course / "source" / assignment.name
         if source.exists():
-            shutil.rmtree(source)  # no stale file, above all no .py, survives a release
+            shutil.rmtree(source)  # no stale file survives a release
         write_notebook(build_notebook(assignment, modules=keep),
                        source / f"{assignment.name}.ipynb")
         _nbgrader(course, "generate_assignment", assignment.name, "--force")
         released.append(course / "release" / assignment.name / f"{assignment.name}.ipynb")
         state["assignments"][assignment.name] = list(keep)
     (course / STATE).write_text(json.dumps(state, indent=1))
+    integrity.write(course / integrity.COURSE_MANIFEST)
+    changes = integrity.git_changes()
+    if changes:  # released all the same (a kit in development), but autograde will refuse
+        print("release: the kit differs from git HEAD, and `make autograde` will refuse to "
+              "grade until it does not (or is given --allow-uncommitted):\n  "
+              + "\n  ".join(changes), file=sys.stderr)
     return released
 
 
-def _state(course: Path) -> dict[str, list[str]]:
+def _state(course: Path) -> dict:
     try:
-        return json.loads((course / STATE).read_text())["assignments"]
-    except (OSError, ValueError, KeyError) as err:
+        state = json.loads((course / STATE).read_text())
+        state["assignments"]  # noqa: B018 - a release wrote it
+        return state
+    except (OSError, ValueError, KeyError, TypeError) as err:
         raise CourseError(f"{course}: no release found (run `make release` first)") from err
 
 
@@ -137,7 +166,7 @@ def sample_class(course: Path = DEFAULT_COURSE) -> dict[str, str]:
     release (plus a module file of his own, which must be ignored), carol the solution with
     the bug examples/bugs/naive_beta_ignored.toml. Returns student -> what they handed in."""
     bug = examples.load_spec(examples.BUG_DIR / f"{SAMPLE_BUG}.toml").edits[0]
-    for assignment in _state(course):
+    for assignment in _state(course)["assignments"]:
         released = json.loads((course / "release" / assignment / f"{assignment}.ipynb")
                               .read_text())
         source = json.loads((course / "source" / assignment / f"{assignment}.ipynb")
@@ -153,6 +182,195 @@ def sample_class(course: Path = DEFAULT_COURSE) -> dict[str, str]:
     return {"alice": "solution", "bob": "starter", "carol": SAMPLE_BUG}
 
 
+# -- test cells: what the gradebook holds, run in the sandbox, replayed here ------------
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One `check(function, function, cases, seed)` statement of a test cell."""
+
+    function: str
+    cases: list | None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class CheckCell:
+    """An nbgrader grade cell of the kit's kind: check() calls worth `points`."""
+
+    notebook: str
+    grade_id: str
+    points: float
+    source: str
+    checks: tuple[CheckCall, ...]
+
+
+@dataclass
+class CellResult:
+    points: float
+    output: str  # what the cell printed, as a notebook would show it
+    error: str | None = None  # why it failed; None when it passed
+
+
+def parse_test_cell(source: str) -> tuple[CheckCall, ...]:
+    """The check() calls of a test cell; CourseError for anything else (the kit grades
+    cells of its own kind only: it never runs a cell's code)."""
+    def literal(node: ast.expr) -> Any:
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            raise CourseError(f"test cell: {ast.unparse(node)} is not a literal") from None
+
+    calls = []
+    for stmt in ast.parse(source).body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "check" and 2 <= len(call.args) <= 4):
+            raise CourseError(f"test cell: {ast.unparse(stmt)!r} is not a check(name, "
+                              "function[, cases[, seed]]) call")
+        name, fn = literal(call.args[0]), call.args[1]
+        if name not in FUNCTION_MODULES or not (isinstance(fn, ast.Name) and fn.id == name):
+            raise CourseError(f"test cell: {ast.unparse(call)!r} does not check a student "
+                              "function under its own name")
+        extra = dict(zip(("cases", "seed"), call.args[2:], strict=False))
+        extra.update({k.arg: k.value for k in call.keywords if k.arg in ("cases", "seed")})
+        if len(extra) != len(call.args[2:]) + len(call.keywords):
+            raise CourseError(f"test cell: {ast.unparse(call)!r}: unknown arguments")
+        cases = literal(extra["cases"]) if "cases" in extra else None
+        calls.append(CheckCall(name, cases, int(literal(extra.get("seed", ast.Constant(0))))))
+    return tuple(calls)
+
+
+def _gradebook(course: Path) -> Any:
+    from nbgrader.api import Gradebook
+
+    return Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID)
+
+
+def check_cells(course: Path, assignment: str) -> list[CheckCell]:
+    """The assignment's grade cells, from the gradebook (as released, hidden tests in)."""
+    from nbgrader.api import MissingEntry
+
+    cells = []
+    with _gradebook(course) as gb:
+        try:
+            record = gb.find_assignment(assignment)
+        except MissingEntry as err:
+            raise CourseError(f"{assignment}: not in the gradebook (run `make release`)") from err
+        for notebook in record.notebooks:
+            for cell in notebook.grade_cells:
+                source = gb.find_source_cell(cell.name, notebook.name, assignment).source
+                if cell.cell_type != "code":
+                    raise CourseError(f"{assignment}/{cell.name}: a {cell.cell_type} grade "
+                                      "cell; the kit grades check() cells only")
+                cells.append(CheckCell(notebook.name, cell.name, float(cell.max_score), source,
+                                      parse_test_cell(source)))
+    return cells
+
+
+def _test_job(cells: list[CheckCell]) -> dict:
+    """The check() calls of all the cells, in order: what the job records."""
+    return {"checks": [{"function": c.function, "module": FUNCTION_MODULES[c.function],
+                        "cases": c.cases, "seed": c.seed} for cell in cells for c in cell.checks]}
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or (
+        hasattr(value, "shape") and (hasattr(value, "copy_to_host") or hasattr(value, "get")))
+
+
+def _put(dst: Any, value: np.ndarray) -> None:
+    """Write a recorded array into an array of this process (NumPy, numba's or CuPy)."""
+    if tuple(dst.shape) != value.shape:
+        raise AssertionError(f"an array of shape {tuple(dst.shape)} came back as {value.shape}")
+    try:
+        value = value.astype(dst.dtype, casting="same_kind")
+    except TypeError as err:
+        raise AssertionError(f"an array came back as {value.dtype} ({err})") from None
+    if hasattr(dst, "get") and not isinstance(dst, np.ndarray):  # CuPy
+        import cupy
+
+        dst[...] = cupy.asarray(value)
+    else:
+        dst[...] = value
+
+
+def _build(tree: Any, arrays: Any) -> Any:
+    if tree is None:
+        return None
+    if "array" in tree:
+        return np.array(arrays[tree["array"]])
+    items = [_build(t, arrays) for t in tree["seq"]]
+    return tuple(items) if tree.get("tuple") else items
+
+
+def _restore(arg: Any, tree: Any, arrays: Any) -> None:
+    """Give an argument the state the student's function left it in."""
+    if tree is None:
+        return
+    if "array" in tree:
+        if _is_array(arg):
+            _put(arg, arrays[tree["array"]])
+    elif isinstance(arg, (list, tuple)) and len(arg) == len(tree["seq"]):
+        for item, sub in zip(arg, tree["seq"], strict=True):
+            _restore(item, sub, arrays)
+    elif isinstance(arg, list):  # the function resized the list
+        arg[:] = _build(tree, arrays)
+
+
+class _NotRun(AssertionError):
+    pass
+
+
+class Replay:
+    """Stands in for the student's function in this process: each call takes the state
+    and the result of the same call in the job (call-C-N.* of grader/worker_nbtests.py)."""
+
+    def __init__(self, outdir: Path, check: int, stopped: str):
+        self.outdir, self.check, self.stopped, self.calls = outdir, check, stopped, 0
+
+    def __call__(self, *args: Any) -> Any:
+        name = f"call-{self.check}-{self.calls}"
+        self.calls += 1
+        error = self.outdir / f"{name}.err"
+        if error.is_file():
+            raise _NotRun(error.read_text(errors="replace"))
+        meta = self.outdir / f"{name}.json"
+        if not meta.is_file():
+            raise _NotRun(f"no result for this case ({self.stopped})")
+        try:
+            tree = json.loads(meta.read_text())
+            with np.load(self.outdir / f"{name}.npz", allow_pickle=False) as arrays:
+                for arg, sub in zip(args, tree["args"], strict=False):
+                    _restore(arg, sub, arrays)
+                return _build(tree["result"], arrays)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise _NotRun(f"an unreadable result ({type(err).__name__}: {err})") from None
+
+
+def replay_cell(cell: CheckCell, outdir: Path | None, stopped: str, first: int = 0
+                ) -> CellResult:
+    """Run the cell's checks here, the student's function replayed from the job's
+    recordings in outdir (None: there was no job); the cell's first check() is the job's
+    number `first`. Points only when every check passes."""
+    from nnkit.checks import check
+
+    printed = io.StringIO()
+    for number, call in enumerate(cell.checks, start=first):
+        load_error = outdir / f"load-{number}.err" if outdir else None
+        if outdir is None or load_error.is_file():
+            why = load_error.read_text(errors="replace") if outdir else stopped
+            error = f"{FUNCTION_MODULES[call.function]}.py could not be loaded: {why}"
+            return CellResult(0.0, printed.getvalue(), error)
+        cases = None if call.cases is None else [tuple(c) for c in call.cases]
+        try:
+            with redirect_stdout(printed):
+                check(call.function, Replay(outdir, number, stopped), cases, call.seed)
+        except Exception as err:  # noqa: BLE001 - a failing check is the cell's result
+            kind = "" if isinstance(err, AssertionError) else f"{type(err).__name__}: "
+            return CellResult(0.0, printed.getvalue(), f"{kind}{err}")
+    return CellResult(cell.points, printed.getvalue())
+
+
 # -- autograding ------------------------------------------------------------------------
 
 def _students(course: Path) -> list[str]:
@@ -160,74 +378,245 @@ def _students(course: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir()) if submitted.is_dir() else []
 
 
-def _nbgrader_scores(csv_path: Path) -> dict[str, dict[str, tuple[float, float]]]:
-    """student -> assignment -> (score, max_score), from `nbgrader export`."""
-    scores: dict[str, dict[str, tuple[float, float]]] = {}
-    with open(csv_path, newline="") as f:
-        for row in csv.DictReader(f):
-            scores.setdefault(row["student_id"], {})[row["assignment"]] = (
-                float(row["score"] or 0), float(row["max_score"] or 0))
-    return scores
-
-
-def _grader_args(state: dict[str, list[str]]) -> list[str]:
+def _grader_args(assignments: dict[str, list[str]]) -> list[str]:
     """--parts (and --kernels) matching what was released."""
-    parts = [PART_OF[a] for a in state]
+    parts = [PART_OF[a] for a in assignments]
     args = ["--parts", ",".join(parts)]
     if "gemm" in parts:
-        modules = state["part1-gemm"]
+        modules = assignments["part1-gemm"]
         args += ["--kernels", ",".join(k for k, (m, _) in KERNELS.items() if m in modules)]
     return args
 
 
-def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1) -> Path:
-    """nbgrader's autograde and the kit's grader over every submission; returns the
-    gradebook's path."""
-    state = _state(course)
-    students = _students(course)
-    if not students:
-        raise CourseError(f"{course}/submitted/ holds no student folder")
-    start = time.perf_counter()
-    for assignment in state:
-        # nbgrader goes on past a submission it cannot grade, then exits non-zero: say so
-        # and grade the rest (that student's notebook scores nothing).
-        run = _nbgrader(course, "autograde", assignment, "--force", check=False)
-        if run.returncode != 0:
-            failed = [line for line in run.stderr.splitlines() if "for student" in line]
-            print(f"nbgrader autograde {assignment}: " + ("; ".join(failed) or
-                  run.stderr[-1000:]), file=sys.stderr)
-    _nbgrader(course, "export", "--to", "nbgrader_grades.csv")
-    print(f"nbgrader autograde and export: {time.perf_counter() - start:.1f} s for "
-          f"{len(students)} student(s)", file=sys.stderr)
+def _close_course(course: Path) -> None:
+    """As root, without a mount namespace, jobs are kept out by their uid alone: take
+    other users' access to the course (solutions in source/, hidden tests in the
+    gradebook, every submission) away. Its owner and group keep theirs."""
+    info = course.stat()
+    if os.geteuid() == 0 and info.st_mode & 0o007:
+        course.chmod(info.st_mode & ~0o007)
+
+
+@dataclass(eq=False)
+class _Student:
+    name: str
+    folder: Path  # the extracted modules
+    notebooks: dict[str, Path] = field(default_factory=dict)  # assignment -> submitted
+    problem: str | None = None  # why nothing could be extracted
+
+
+def _extract_all(course: Path, assignments: list[str]) -> list[_Student]:
     extracted = course / "extracted"
     if extracted.exists():
         shutil.rmtree(extracted)
-    problems = {}
-    for student in students:
-        folder = extracted / student
-        folder.mkdir(parents=True)
-        notebooks = [course / "submitted" / student / a / f"{a}.ipynb" for a in state]
+    students = []
+    for name in _students(course):
+        student = _Student(name, extracted / name)
+        student.folder.mkdir(parents=True)
+        student.notebooks = {a: nb for a in assignments
+                             if (nb := course / "submitted" / name / a / f"{a}.ipynb").is_file()}
         try:
-            extract([nb for nb in notebooks if nb.is_file()], folder)
+            # A link could name any file the grader may read (another student's notebook,
+            # source/ with its solutions): never followed.
+            linked = [nb for nb in student.notebooks.values()
+                      if any(p.is_symlink() for p in (nb, nb.parent, nb.parent.parent))]
+            if linked:
+                raise NotebookError(f"{linked[0]}: a symbolic link, not read")
+            extract(list(student.notebooks.values()), student.folder)
         except NotebookError as err:  # graded as an empty folder: every item says why
-            problems[student] = str(err)
+            student.problem = str(err)
+            for module in student.folder.iterdir():
+                module.unlink()
+        students.append(student)
+    return students
+
+
+def grade_check_cells(students: list[_Student], cells: dict[str, list[CheckCell]],
+                      timeout: float, jobs: int, workroot: Path
+                      ) -> dict[tuple[str, str], list[CellResult]]:
+    """(student, assignment) -> a result per test cell, for every submitted notebook. One
+    sandboxed job per notebook records every cell's calls, in order, as a kernel would run
+    them (`timeout` seconds a cell; a cell left unfinished fails, and so do those after
+    it); this process replays them and decides."""
+    from nnkit.backend import select
+
+    on_gpu = select().on_gpu
+    slots = gpus.GpuSlots((gpus.visible_ids() or ["0"])[:jobs]) if on_gpu else None
+    todo = [(s, a) for s in students for a in s.notebooks if not s.problem]
+
+    def run(s: _Student, assignment: str) -> runner.WorkerRun:
+        workdir = workroot / s.name / assignment
+        copy = runner.copy_submission(s.folder, workdir / "submission")
+        job = {**_test_job(cells[assignment]), "submission": str(copy)}
+        with slots.hold() if slots else nullcontext():
+            return runner.run_worker(job, workdir, timeout * len(cells[assignment]), on_gpu,
+                                     module=TEST_WORKER)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        runs = dict(zip(todo, pool.map(lambda t: run(*t), todo), strict=True))
+    results: dict[tuple[str, str], list[CellResult]] = {}
+    for s in students:
+        for assignment in s.notebooks:
+            job, first, row = runs.get((s, assignment)), 0, []
+            for cell in cells[assignment]:
+                if job is None:
+                    row.append(replay_cell(cell, None, f"no module: {s.problem}"))
+                else:
+                    stopped = job.stop_reason(timeout * len(cells[assignment]))
+                    row.append(replay_cell(cell, job.outdir, stopped, first))
+                first += len(cell.checks)
+            results[s.name, assignment] = row
+    return results
+
+
+def _timestamp(folder: Path) -> dict:
+    """nbgrader's submission time, when the submission carries one."""
+    stamp = folder / "timestamp.txt"
+    return {"timestamp": stamp.read_text().strip()} if stamp.is_file() else {}
+
+
+def save_scores(course: Path, students: list[_Student], assignments: list[str],
+                cells: dict[str, list[CheckCell]],
+                results: dict[tuple[str, str], list[CellResult]]
+                ) -> dict[str, dict[str, tuple[float, float]]]:
+    """Write the test cells' points into nbgrader's gradebook, as `nbgrader autograde`
+    would have; returns student -> assignment -> (score, max_score) read back from it."""
+    from nbgrader.api import InvalidEntry
+    from sqlalchemy.exc import SAWarning
+
+    scores: dict[str, dict[str, tuple[float, float]]] = {}
+    # nbgrader's add_submission makes SQLAlchemy warn about its own autoflush; noise.
+    with _gradebook(course) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)
+        maxima = {a: float(gb.find_assignment(a).max_score) for a in assignments}
+        for s in students:
+            gb.update_or_create_student(s.name)
+            scores[s.name] = {a: (0.0, maxima[a]) for a in assignments}
+            for assignment, notebook in s.notebooks.items():
+                try:
+                    submission = gb.update_or_create_submission(
+                        assignment, s.name, **_timestamp(notebook.parent))
+                except (InvalidEntry, ValueError):  # a timestamp nbgrader cannot read
+                    submission = gb.update_or_create_submission(assignment, s.name)
+                for cell, result in zip(cells[assignment], results[s.name, assignment],
+                                        strict=True):
+                    grade = gb.find_grade(cell.grade_id, cell.notebook, assignment, s.name)
+                    grade.auto_score = result.points
+                    # A grader's manual score stays and wants a look, as nbgrader does it.
+                    grade.needs_manual_grade = grade.manual_score is not None
+                gb.db.commit()
+                scores[s.name][assignment] = (float(submission.score),
+                                              float(submission.max_score))
+    return scores
+
+
+def _autograded(submitted: Path, cells: list[CheckCell], results: list[CellResult]) -> dict:
+    """The submitted notebook as formgrader shows it: no output of the student's, and each
+    test cell as released (hidden tests in) with what it printed here."""
+    notebook = json.loads(submitted.read_text())
+    by_id = {c.grade_id: (c, r) for c, r in zip(cells, results, strict=True)}
+    seen = set()
+    out_cells = []
+    for cell in notebook.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        grade_id = (meta.get("nbgrader") or {}).get("grade_id") if isinstance(
+            meta.get("nbgrader"), dict) else None
+        if grade_id in by_id and grade_id not in seen:
+            seen.add(grade_id)
+            out_cells.append(_test_output_cell(*by_id[grade_id], cell.get("id")))
+            continue
+        if cell.get("cell_type") == "code":
+            cell = {**cell, "outputs": [], "execution_count": None}
+        out_cells.append(cell)
+    out_cells += [_test_output_cell(c, r, None) for c, r in zip(cells, results, strict=True)
+                  if c.grade_id not in seen]  # a test cell the student deleted
+    return {**notebook, "cells": out_cells}
+
+
+def _test_output_cell(cell: CheckCell, result: CellResult, cell_id: str | None) -> dict:
+    outputs: list[dict] = []
+    if result.output:
+        outputs.append({"output_type": "stream", "name": "stdout", "text": result.output})
+    if result.error is not None:
+        outputs.append({"output_type": "error", "ename": "AssertionError",
+                        "evalue": result.error, "traceback": [result.error]})
+    return {"cell_type": "code", "id": cell_id or cell.grade_id, "execution_count": None,
+            "source": cell.source, "outputs": outputs,
+            "metadata": {"nbgrader": {"schema_version": 3, "grade": True, "solution": False,
+                                      "locked": True, "points": cell.points,
+                                      "grade_id": cell.grade_id}}}
+
+
+def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
+              allow_uncommitted: bool = False, config: Path = DEFAULT_CONFIG) -> Path:
+    """Grade every submission, nbgrader's test cells and the kit's items alike; returns the
+    gradebook's path. Refuses (integrity.IntegrityError) a kit that differs from the
+    release's manifest or, unless allow_uncommitted, from git HEAD."""
+    integrity.require(course / integrity.COURSE_MANIFEST, git=not allow_uncommitted)
+    state = _state(course)
+    assignments: dict[str, list[str]] = state["assignments"]
+    timeout = float(state.get("timeout", 120))
+    try:
+        load_config(config)  # the sandbox's settings, for the test cells' jobs
+    except ConfigError as err:
+        raise CourseError(str(err)) from err
+    _close_course(course)
+    cells = {a: check_cells(course, a) for a in assignments}
+    students = _extract_all(course, list(assignments))
+    if not students:
+        raise CourseError(f"{course}/submitted/ holds no student folder")
+
+    start = time.perf_counter()
+    settings = sandbox.current()
+    # Jobs never see the course, wherever it is (a uid of their own keeps them out of it
+    # too, as root; not as root, they run as the grader's user).
+    sandbox.use(replace(settings, hide=(*settings.hide, str(course))))
+    try:
+        with tempfile.TemporaryDirectory(prefix="nbcourse-") as tmp:
+            results = grade_check_cells(students, cells, timeout, jobs, Path(tmp))
+    finally:
+        sandbox.use(settings)
+    nb_scores = save_scores(course, students, list(assignments), cells, results)
+    autograded = course / "autograded"
+    for s in students:
+        for assignment, submitted in s.notebooks.items():
+            folder = autograded / s.name / assignment
+            if folder.exists():
+                shutil.rmtree(folder)
+            if s.problem:
+                continue  # nothing was read: its zero is in the gradebook
+            try:
+                notebook = _autograded(submitted, cells[assignment], results[s.name, assignment])
+            except (OSError, ValueError, AttributeError, TypeError):
+                continue  # not a notebook: its zero is in the gradebook
+            write_notebook(notebook, folder / submitted.name)
+    print(f"test cells, in the sandbox: {time.perf_counter() - start:.1f} s for "
+          f"{len(students)} student(s)", file=sys.stderr)
+
     out = course / "kit_grades"
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "grader", *map(str, sorted(extracted.iterdir())),
-                             "--out", str(out), "--jobs", str(jobs), *_grader_args(state)],
-                            cwd=KIT_ROOT, capture_output=True, text=True)
+    # Run from the course folder: the sandbox hides the grader's working folder from jobs.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    argv = [sys.executable, "-P", "-m", "grader", *(str(s.folder) for s in students),
+            "--out", str(out), "--jobs", str(jobs), "--config", str(Path(config).resolve()),
+            *_grader_args(assignments)]
+    result = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise CourseError(f"the kit's grader failed:\n{result.stderr[-4000:]}")
     print(result.stdout)
     print(f"the kit's grader: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    for student, problem in problems.items():
-        print(f"{student}: {problem}", file=sys.stderr)
-    return write_gradebook(course, list(state), students)
+    for s in students:
+        if s.problem:
+            print(f"{s.name}: {s.problem}", file=sys.stderr)
+    return write_gradebook(course, list(assignments), [s.name for s in students], nb_scores)
 
 
-def write_gradebook(course: Path, assignments: list[str], students: list[str]) -> Path:
+def write_gradebook(course: Path, assignments: list[str], students: list[str],
+                    nb: dict[str, dict[str, tuple[float, float]]]) -> Path:
     """DIR/gradebook.csv: nbgrader's score per assignment, the kit's items, the totals."""
-    nb = _nbgrader_scores(course / "nbgrader_grades.csv")
     with open(course / "kit_grades" / "grades.csv", newline="") as f:
         kit = {row["submission"]: row for row in csv.DictReader(f)}
     items = [k for k in next(iter(kit.values()), {}) if k not in ("submission", "total",
@@ -264,8 +653,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modules", default=None,
                         help="release: keep only these modules (a quick trial course)")
     parser.add_argument("--timeout", type=int, default=120,
-                        help="release: seconds a notebook cell may run at autograde")
-    parser.add_argument("--jobs", type=int, default=1, help="autograde: the grader's --jobs")
+                        help="release: seconds a test cell may run at autograde")
+    parser.add_argument("--jobs", type=int, default=1, help="autograde: jobs at a time")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+                        help="autograde: the kit grader's points, limits and sandbox")
+    parser.add_argument("--allow-uncommitted", action="store_true",
+                        help="autograde: compare the kit with the release's manifest only, "
+                             "not with git HEAD (a kit in development)")
     args = parser.parse_args(argv)
 
     def split(text: str | None) -> list[str] | None:
@@ -281,8 +675,10 @@ def main(argv: list[str] | None = None) -> int:
             for student, what in sample_class(course).items():
                 print(f"{student}: {what}", file=sys.stderr)
         else:
-            print(f"gradebook: {autograde(course, args.jobs)}", file=sys.stderr)
-    except CourseError as err:
+            gradebook = autograde(course, args.jobs, allow_uncommitted=args.allow_uncommitted,
+                                  config=args.config)
+            print(f"gradebook: {gradebook}", file=sys.stderr)
+    except (CourseError, integrity.IntegrityError) as err:
         print(f"grader.nbcourse: {err}", file=sys.stderr)
         return 1
     return 0
