@@ -18,7 +18,7 @@ the submissions in DIR/submitted/<student>/<part>/ (put there by `nbgrader colle
 DIR/extracted/<student>/ (grader/nbextract.py: scratch cells are dropped unread), and
 grades those folders with the kit's sandboxed grader into DIR/kit_grades/. nbgrader's
 own test cells are graded by the kit too: a sandboxed job per notebook
-(grader/worker_nbtests.py) only records what the student's functions did on the cells'
+(grader/worker/nbtests.py) only records what the student's functions did on the cells'
 cases; this process replays the recordings through the same checks and writes the
 points into nbgrader's gradebook (DIR/gradebook.db), where formgrader and `nbgrader
 export` find them, with the autograded notebooks in DIR/autograded/. Both sets of scores
@@ -63,7 +63,7 @@ COURSE_ID = "nnkit"
 STATE = "nnkit_course.json"  # what `release` built, for `autograde` to grade alike
 PART_OF = {"part1-gemm": "gemm", "part2-network": "net"}  # assignment -> grader --parts
 SAMPLE_BUG = "naive_beta_ignored"  # the buggy student of the sample class
-TEST_WORKER = "grader.worker_nbtests"  # the sandboxed half of a test cell
+TEST_WORKER = "grader.worker.nbtests"  # the sandboxed half of a test cell
 
 CONFIG = """\
 # Written by `python -m grader.nbcourse release`; rewritten on every release.
@@ -323,10 +323,13 @@ class _NotRun(AssertionError):
 
 class Replay:
     """Stands in for the student's function in this process: each call takes the state
-    and the result of the same call in the job (call-C-N.* of grader/worker_nbtests.py)."""
+    and the result of the same call in the job (call-C-N.* of grader/worker/nbtests.py)."""
 
-    def __init__(self, outdir: Path, check: int, stopped: str):
+    def __init__(self, outdir: Path, check: int, stopped: str, kernels: bool = True):
+        """kernels: the function must launch kernels of the submission (every function
+        the notebooks check does: GEMM launchers and the network's kernels)."""
         self.outdir, self.check, self.stopped, self.calls = outdir, check, stopped, 0
+        self.kernels = kernels
 
     def __call__(self, *args: Any) -> Any:
         name = f"call-{self.check}-{self.calls}"
@@ -339,6 +342,9 @@ class Replay:
             raise _NotRun(f"no result for this case ({self.stopped})")
         try:
             tree = json.loads(meta.read_text())
+            if self.kernels and not tree.get("own_launches"):
+                raise _NotRun("the call launched none of the submission's kernels: the "
+                              "result must be computed by your own kernels on the device")
             with np.load(self.outdir / f"{name}.npz", allow_pickle=False) as arrays:
                 for arg, sub in zip(args, tree["args"], strict=False):
                     _restore(arg, sub, arrays)

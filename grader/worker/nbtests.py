@@ -1,4 +1,4 @@
-"""The jailed half of a notebook's test cell: `python -m grader.worker_nbtests JOB.json`.
+"""The jailed half of a notebook's test cell: `python -m grader.worker.nbtests JOB.json`.
 
 grader/nbcourse.py grades an nbgrader test cell (`check("gemm_naive", gemm_naive)` and
 its hidden `check(..., cases)`) without running the student's notebook: this worker, in
@@ -12,13 +12,17 @@ same checks in its own process, on inputs it builds itself. Whatever the submiss
 to this process (replacing `check`, the comparisons, the inputs) can only spoil its own
 recordings.
 
-Imports nnkit and the standard library only, none of the grader's modules: the sandbox
-stages this file alone for it.
+As in every job of the kit, the submission runs under the audit hook
+(grader/worker/guard.py), the trusted modules are photographed before it is imported
+(grader/worker/tamper.py), and each recorded call carries the number of the
+submission's own kernels it launched (grader/worker/launches.py): a call that launched
+none is not the student's kernel at work, and the grader fails it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import traceback
@@ -63,31 +67,42 @@ def describe_error(err: BaseException, submission: Path) -> str:
 class Recorder:
     """Stands in for the student's function: calls it, then records the call."""
 
-    def __init__(self, fn: Any, out: Path, submission: Path, check: int):
+    def __init__(self, fn: Any, out: Path, submission: Path, check: int, launches: Any,
+                 snapshot: Any):
         """check: the number of the test cell's check() call this is for."""
         self.fn, self.out, self.submission = fn, out, submission
         self.stem, self.calls = f"call-{check}", 0
+        self.launches, self.snapshot = launches, snapshot
 
     def __call__(self, *args: Any) -> Any:
+        from grader.worker.launches import COUNT
+
         name = f"{self.stem}-{self.calls}"
         self.calls += 1
+        self.launches.begin(COUNT)
         try:
             result = self.fn(*args)
         except BaseException as err:
             (self.out / f"{name}.err").write_text(describe_error(err, self.submission))
             raise
+        finally:
+            own = self.launches.end().own_launches
+        self.snapshot.check()
         arrays: dict[str, np.ndarray] = {}
         tree = {"args": [encode(a, f"a{i}", arrays) for i, a in enumerate(args)],
-                "result": encode(result, "r", arrays)}
+                "result": encode(result, "r", arrays), "own_launches": own}
         np.savez(self.out / f"{name}.npz", **arrays)
         (self.out / f"{name}.json").write_text(json.dumps(tree))  # last: the call is whole
         return result
 
 
 def run(job: dict) -> None:
+    from grader.worker import guard, launches, tamper
+    from grader.worker.__main__ import kit_roots, read_roots
     from nnkit.backend import cuda, select
+    from nnkit.submission import package_name
 
-    select()
+    backend = select()
     del cuda  # numba loads before anything submitted can
     from nnkit import checks
     from nnkit.checks import check  # bound before any submitted code runs
@@ -98,13 +113,19 @@ def run(job: dict) -> None:
     sys.path.append(str(submission))  # last (the worker runs with -P)
     # Every case is run and recorded, right or wrong: the verdicts are the grader's.
     checks._close = lambda *args, **kwargs: None
+    counter = launches.Recorder(submission, backend.on_gpu)
+    counter.install()
+    snapshot = tamper.Snapshot()
+    hook = guard.Guard(submission, kit_roots(), out / guard.GUARD_FILE,
+                       [Path(os.environ.get("TMPDIR", "/tmp"))], read_roots() + [submission])
+    hook.arm(package_name(submission))
     for number, call in enumerate(job["checks"]):
         try:
             fn = load_function(submission, call["module"], call["function"])
         except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
             (out / f"load-{number}.err").write_text(describe_error(err, submission))
             continue
-        recorder = Recorder(fn, out, submission, number)
+        recorder = Recorder(fn, out, submission, number, counter, snapshot)
         cases = None if call["cases"] is None else [tuple(c) for c in call["cases"]]
         try:
             check(call["function"], recorder, cases, call["seed"])
