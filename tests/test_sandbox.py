@@ -196,10 +196,11 @@ def _machine_allows_pivot_root() -> bool:
 # Jobs in the jail, one small script each: what one job leaves, what the next one finds
 
 # Uids of this module's jobs only; a small scratch (MPICH's shared memory, in /dev/shm,
-# needs more than 16 MB for 2 ranks), and a memory limit that three processes of 300 MB
-# each exceed together though each stays under it.
+# needs more than 16 MB for 2 ranks), and a memory limit that three processes of 800 MB
+# each exceed together though each stays under it (numpy's import alone needs 512 MB of
+# address space with 16 cores).
 JOBS = sandbox.Settings(uid_first=76000 + os.getpid() % 1000 * 4, uid_count=4,
-                        scratch_mb=64, memory_mb_simulator=512)
+                        scratch_mb=64, memory_mb_simulator=1536)
 SHM_KEY = 0x4E4E0000 + os.getpid() % 0x10000
 
 
@@ -361,10 +362,10 @@ def test_scratch_is_capped(tmp_path):
 MEMORY = """
     import os, time
     children = []
-    for _ in range(3):  # 900 MB in all, 300 MB each: every one under its rlimit of 512 MB
+    for _ in range(3):  # 2.4 GB in all, 800 MB each: every one under its rlimit of 1.5 GB
         pid = os.fork()
         if pid == 0:
-            block = b"x" * (300 << 20)
+            block = b"x" * (800 << 20)
             time.sleep(1)  # all three hold theirs at once
             os._exit(0)
         children.append(pid)
