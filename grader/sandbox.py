@@ -415,6 +415,11 @@ def _tasks_of(uid: int) -> int:
 # hierarchy. A job's group is named <grader pid>-<n>; a dead grader's are removed.
 
 CGROUP_CONTROLLERS = ("memory", "pids")
+# The group's memory limit is the job's rlimit plus this: the kernel charges the group
+# more than a process's address space holds (page tables, kernel stacks of its threads,
+# files it read), and a lone process over its limit should get its MemoryError from the
+# rlimit, not be killed by the group (nor slowed first, its own libraries evicted).
+CGROUP_SLACK_MB = 512
 _cgroup_seq = itertools.count()
 _cgroup_base: tuple[str, list[Path]] | None = None
 _cgroup_lock = threading.Lock()
@@ -723,9 +728,9 @@ class Sandbox:
                     close_kit()
         if self.caps.cgroup:
             s = self.settings
+            memory = s.memory_mb_gpu if self.on_gpu else s.memory_mb_simulator
             try:
-                self.cgroup = JobCgroup.create(
-                    s.memory_mb_gpu if self.on_gpu else s.memory_mb_simulator, s.processes)
+                self.cgroup = JobCgroup.create(memory and memory + CGROUP_SLACK_MB, s.processes)
             except OSError as err:  # worked when probed: say so, and run on rlimits alone
                 print(f"sandbox: a job runs without its cgroup: {err}", file=sys.stderr)
 

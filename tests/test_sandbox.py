@@ -197,8 +197,8 @@ def _machine_allows_pivot_root() -> bool:
 
 # Uids of this module's jobs only; a small scratch (MPICH's shared memory, in /dev/shm,
 # needs more than 16 MB for 2 ranks), and a memory limit that three processes of 800 MB
-# each exceed together though each stays under it (numpy's import alone needs 512 MB of
-# address space with 16 cores).
+# each exceed together (the group's limit is 1.5 GB + 512 MB) though each stays under it
+# (numpy's import alone needs 512 MB of address space with 16 cores).
 JOBS = sandbox.Settings(uid_first=76000 + os.getpid() % 1000 * 4, uid_count=4,
                         scratch_mb=64, memory_mb_simulator=1536)
 SHM_KEY = 0x4E4E0000 + os.getpid() % 0x10000
