@@ -360,16 +360,35 @@ def test_scratch_is_capped(tmp_path):
 
 
 MEMORY = """
-    import os, time
+    import os, select
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
     children = []
     for _ in range(3):  # 2.4 GB in all, 800 MB each: every one under its rlimit of 1.5 GB
         pid = os.fork()
         if pid == 0:
+            os.close(go_w)
             block = b"x" * (800 << 20)
-            time.sleep(1)  # all three hold theirs at once
+            os.write(ready_w, b"1")
+            os.read(go_r, 1)  # hold it until the parent lets go: all three at once
             os._exit(0)
         children.append(pid)
-    print("statuses", [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in children])
+    os.close(ready_w)
+    ready, ended = 0, {}
+    while ready < 3 and not ended:  # until all hold theirs, or one is dead
+        if select.select([ready_r], [], [], 0.1)[0]:
+            got = os.read(ready_r, 3)
+            ready += len(got)
+            if not got:
+                break
+        for pid in set(children) - set(ended):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                ended[pid] = os.waitstatus_to_exitcode(status)
+    os.close(go_w)
+    statuses = [ended[p] if p in ended else os.waitstatus_to_exitcode(os.waitpid(p, 0)[1])
+                for p in children]
+    print("held", ready, "statuses", statuses)
 """
 
 
@@ -380,7 +399,7 @@ def test_the_cgroup_holds_the_whole_job_to_the_memory_limit(tmp_path):
     boxes = []
     status, out = _job(tmp_path, MEMORY, box_out=boxes)
     assert status == -9 or "-9" in out, (status, out)
-    assert "statuses [0, 0, 0]" not in out
+    assert "held 3 statuses [0, 0, 0]" not in out
     assert boxes[0].cgroup is None  # removed on leaving the sandbox
 
 
