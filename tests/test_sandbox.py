@@ -1,10 +1,14 @@
-"""The sandbox's parts (grader/sandbox.py, grader/anticheat.py), timed calls that must see
-fresh operands and a true clock, and grading that gives the same verdicts twice."""
+"""The sandbox's parts (grader/sandbox.py, grader/jail.py, grader/anticheat.py), timed calls
+that must see fresh operands and a true clock, and grading that gives the same verdicts
+twice."""
 
+import ctypes
+import errno
 import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from grader.cases import GemmCase, job_inputs
 from grader.gemm_checks import check_perf
 from grader.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
+from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, run_kit
 
 CHEATS = Path(__file__).parent / "cheats"
@@ -185,3 +190,298 @@ def test_jobs_are_confined_wherever_the_machine_allows_it(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     line = next(s for s in result.stderr.splitlines() if s.startswith("sandbox:"))
     assert "run as uids" in line and "namespaces" in line, line
+    if _machine_allows_pivot_root():
+        assert "new root (allow-list)" in line, line
+
+
+PIVOT = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.mount(b"none", b"/", None, ctypes.c_ulong(16384 | 262144), None) == 0
+os.makedirs("/tmp/nnkit-pivot-probe", exist_ok=True)
+assert libc.mount(b"tmpfs", b"/tmp/nnkit-pivot-probe", b"tmpfs", ctypes.c_ulong(0), None) == 0
+os.chdir("/tmp/nnkit-pivot-probe")
+assert libc.syscall(155, b".", b".") == 0
+"""
+
+
+def _machine_allows_pivot_root() -> bool:
+    if not _machine_allows_namespaces() or os.uname().machine != "x86_64":
+        return False
+    probe = subprocess.run(["unshare", "--mount", "--fork", sys.executable, "-I", "-S", "-c",
+                            PIVOT], capture_output=True)
+    return probe.returncode == 0
+
+
+# ---------------------------------------------------------------------------------------
+# Jobs in the jail, one small script each: what one job leaves, what the next one finds
+
+# Uids of this module's jobs only; a small scratch (MPICH's shared memory, in /dev/shm,
+# needs more than 16 MB for 2 ranks), and a memory limit that three processes of 800 MB
+# each exceed together (the group's limit is 1.5 GB + 512 MB) though each stays under it
+# (numpy's import alone needs 512 MB of address space with 16 cores).
+JOBS = sandbox.Settings(uid_first=76000 + os.getpid() % 1000 * 4, uid_count=4,
+                        scratch_mb=64, memory_mb_simulator=1536)
+SHM_KEY = 0x4E4E0000 + os.getpid() % 0x10000
+
+
+def _caps() -> sandbox.Capabilities:
+    return sandbox.capabilities(JOBS)
+
+
+def _needs(what: str) -> None:
+    caps = _caps()
+    if not getattr(caps, what):
+        why = caps.cgroup_note if what == "cgroup" else caps.describe(JOBS)
+        pytest.skip(f"this machine gives jobs no {what}: {why}")
+
+
+def _job(tmp_path: Path, code: str, name: str = "job", launcher: tuple = (),
+         box_out: list | None = None) -> tuple[int, str]:
+    """Run `python -c code` as a sandboxed job; (its exit status, its output)."""
+    workdir = tmp_path / name
+    workdir.mkdir()
+    with sandbox.Sandbox(JOBS, _caps(), workdir, on_gpu=False) as box:
+        if box_out is not None:
+            box_out.append(box)
+        argv = [*launcher, sys.executable, "-P", "-c", textwrap.dedent(code)]
+        proc = subprocess.Popen(box.command(argv), cwd=workdir, env=box.env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            box.kill(proc)
+            proc.wait()
+    return proc.returncode, out
+
+
+def _seen(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+TRY_READ = """
+    import json, sys
+    seen = {}
+    for path in sys.argv[1:] if len(sys.argv) > 1 else PATHS:
+        try:
+            seen[path] = open(path).read()[:20]
+        except OSError as err:
+            seen[path] = type(err).__name__
+    print(json.dumps(seen))
+"""
+
+
+def test_other_copies_of_the_kit_are_absent(tmp_path):
+    """The allow-list: a copy of the kit anywhere else on the machine (/opt, beside the
+    checkout) is not in the job's root at all, nor is /run, /var or the checkout."""
+    _needs("root")
+    copies = []
+    for parent in (Path("/opt"), Path("/var/lib"), KIT_ROOT.parent):
+        if parent.is_dir() and os.access(parent, os.W_OK):
+            copy = parent / f"nnkit-test-{os.getpid()}"
+            (copy / "solution").mkdir(parents=True)
+            (copy / "solution" / "gemm_1_naive.py").write_text("SOLUTION\n")
+            for path in (copy, copy / "solution"):
+                path.chmod(0o755)
+            (copy / "solution" / "gemm_1_naive.py").chmod(0o644)
+            copies.append(copy)
+    try:
+        assert copies, "no folder to put a copy in"
+        paths = [str(c / "solution" / "gemm_1_naive.py") for c in copies]
+        paths.append(str(KIT_ROOT / "solution" / "gemm_1_naive.py"))
+        code = f"PATHS = {paths!r}\n" + textwrap.dedent(TRY_READ) + textwrap.dedent("""
+            import os
+            print(json.dumps({"top": sorted(os.listdir("/")), **seen}))
+        """)
+        status, out = _job(tmp_path, code)
+        assert status == 0, out
+        seen = _seen(out)
+        for path in paths:
+            assert seen[path] == "FileNotFoundError", (path, seen)
+        assert not {"run", "var", "srv", "mnt", "media"} & set(seen["top"]), seen["top"]
+    finally:
+        for copy in copies:
+            shutil.rmtree(copy)
+
+
+SHM = """
+    import ctypes, errno, json, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    KEY, SEEN = {key}, {{}}
+"""
+FIRST = """
+    shm = libc.shmget(KEY, 4096, 0o1666)  # IPC_CREAT, readable by all
+    assert shm >= 0, os.strerror(ctypes.get_errno())
+    ctypes.memmove(libc.shmat(shm, None, 0), b"left by job 1", 13)
+    for folder in ("/tmp", "/dev/shm", "/run/lock"):
+        try:
+            open(folder + "/left-by-job-1", "w").write("x")
+            SEEN[folder] = "written"
+        except OSError as err:
+            SEEN[folder] = type(err).__name__
+    SEEN["lock"] = os.path.exists("{lock}")
+    print(json.dumps(SEEN))
+"""
+SECOND = """
+    SEEN["shm"] = libc.shmget(KEY, 0, 0) == -1 and ctypes.get_errno() == errno.ENOENT
+    for folder in ("/tmp", "/dev/shm", "/run/lock"):
+        SEEN[folder] = os.path.exists(folder + "/left-by-job-1")
+    print(json.dumps(SEEN))
+"""
+
+
+def test_nothing_a_job_leaves_in_shared_places_reaches_the_next(tmp_path):
+    """System V shared memory (an IPC namespace per job), /tmp and /dev/shm (private
+    tmpfs) and /run/lock (absent from the new root; a private tmpfs in the deny-list)."""
+    _needs("ipc")
+    lock = Path("/run/lock") / f"nnkit-test-{os.getpid()}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        if lock.parent.is_dir():
+            lock.write_text("the machine's")
+        head = SHM.format(key=SHM_KEY)
+        status, out = _job(tmp_path, head + FIRST.format(lock=lock), "first")
+        assert status == 0, out
+        first = _seen(out)
+        assert first["lock"] is False and first["/tmp"] == first["/dev/shm"] == "written"
+        status, out = _job(tmp_path, head + SECOND, "second")
+        assert status == 0, out
+        assert _seen(out) == {"shm": True, "/tmp": False, "/dev/shm": False,
+                              "/run/lock": False}, out
+        # Nor did anything reach the machine.
+        assert libc.shmget(SHM_KEY, 0, 0) == -1
+        assert not Path("/run/lock/left-by-job-1").exists()
+    finally:
+        shm = libc.shmget(SHM_KEY, 0, 0)
+        if shm >= 0:
+            libc.shmctl(shm, 0, None)  # IPC_RMID: one that leaked, from a failed run
+        lock.unlink(missing_ok=True)
+
+
+def test_scratch_is_capped(tmp_path):
+    _needs("mount")
+    status, out = _job(tmp_path, f"""
+        import json
+        seen = {{}}
+        for folder in ("/tmp", "/dev/shm"):
+            with open(folder + "/big", "wb") as f:
+                try:
+                    for _ in range({JOBS.scratch_mb + 1}):  # 1 MB more than the cap
+                        f.write(b"x" * (1 << 20))
+                        f.flush()
+                    seen[folder] = "fits"
+                except OSError as err:
+                    seen[folder] = err.errno
+        print(json.dumps(seen))
+    """)
+    assert status == 0, out
+    assert _seen(out) == {"/tmp": errno.ENOSPC, "/dev/shm": errno.ENOSPC}, out
+
+
+MEMORY = """
+    import os, select
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    children = []
+    for _ in range(3):  # 2.4 GB in all, 800 MB each: every one under its rlimit of 1.5 GB
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_w)
+            block = b"x" * (800 << 20)
+            os.write(ready_w, b"1")
+            os.read(go_r, 1)  # hold it until the parent lets go: all three at once
+            os._exit(0)
+        children.append(pid)
+    os.close(ready_w)
+    ready, ended = 0, {}
+    while ready < 3 and not ended:  # until all hold theirs, or one is dead
+        if select.select([ready_r], [], [], 0.1)[0]:
+            got = os.read(ready_r, 3)
+            ready += len(got)
+            if not got:
+                break
+        for pid in set(children) - set(ended):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                ended[pid] = os.waitstatus_to_exitcode(status)
+    os.close(go_w)
+    statuses = [ended[p] if p in ended else os.waitstatus_to_exitcode(os.waitpid(p, 0)[1])
+                for p in children]
+    print("held", ready, "statuses", statuses)
+"""
+
+
+def test_the_cgroup_holds_the_whole_job_to_the_memory_limit(tmp_path):
+    """What rlimits miss: three processes each under the address-space limit, together
+    over it. The cgroup's OOM killer ends the job (v2: all of it; v1: the largest)."""
+    _needs("cgroup")
+    boxes = []
+    status, out = _job(tmp_path, MEMORY, box_out=boxes)
+    assert status == -9 or "-9" in out, (status, out)
+    assert "held 3 statuses [0, 0, 0]" not in out
+    assert boxes[0].cgroup is None  # removed on leaving the sandbox
+
+
+def test_kill_ends_the_job_and_the_sandbox_removes_its_cgroup(tmp_path):
+    _needs("cgroup")
+    workdir = tmp_path / "job"
+    workdir.mkdir()
+    code = ("import os, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+            " start_new_session=True)\n"
+            "print('started', flush=True)\ntime.sleep(60)\n")
+    with sandbox.Sandbox(JOBS, _caps(), workdir, on_gpu=False) as box:
+        proc = subprocess.Popen(box.command([sys.executable, "-P", "-c", code]), cwd=workdir,
+                                env=box.env, stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        assert proc.stdout.readline().strip() == "started"
+        group = box.cgroup
+        assert len(group.pids()) >= 3  # the jail, the worker, its detached child
+        box.kill(proc)
+        assert proc.wait(timeout=10) == -9 and group.pids() == set()
+        folders = list(group.dirs)
+    assert folders and not any(folder.exists() for folder in folders)
+
+
+def test_an_honest_worker_runs_in_the_jail(tmp_path, monkeypatch):
+    """numpy, the staged kit (not the checkout) and the MNIST folder are all there."""
+    _needs("mount")
+    data = tmp_path / "mnist"
+    data.mkdir()
+    (data / "t10k-labels-idx1-ubyte.gz").write_bytes(b"labels")
+    monkeypatch.setenv("NNKIT_DATA", str(data))
+    status, out = _job(tmp_path, """
+        import json, os
+        import numpy
+        import grader.worker, nnkit.backend
+        from nnkit.mnist import default_dir
+        print(json.dumps({"sum": float(numpy.arange(4).sum()),
+                          "worker": grader.worker.__file__, "nnkit": nnkit.backend.__file__,
+                          "data": (default_dir() / "t10k-labels-idx1-ubyte.gz").read_text()}))
+    """)
+    assert status == 0, out
+    seen, kit = _seen(out), str(sandbox.staged_kit())
+    assert seen["sum"] == 6.0 and seen["data"] == "labels", seen
+    assert seen["worker"].startswith(kit) and seen["nnkit"].startswith(kit), seen
+
+
+@pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec")
+def test_mpi_runs_in_the_jail(tmp_path):
+    """Hydra (mpiexec) and its ranks inside the job's root: loopback, /dev/shm, /tmp."""
+    _needs("mount")
+    from nnkit.collectives import mpiexec_command
+
+    status, out = _job(tmp_path, """
+        from mpi4py import MPI
+        import numpy as np
+        comm = MPI.COMM_WORLD
+        total = np.empty(100000)
+        comm.Allreduce(np.full(100000, comm.rank + 1.0), total)
+        seen = comm.gather((comm.rank, comm.size, float(total[0])))
+        if comm.rank == 0:  # one writer: the ranks' lines could interleave
+            print("ranks", seen, flush=True)
+    """, launcher=tuple(mpiexec_command(2)))
+    assert status == 0, out
+    assert "ranks [(0, 2, 3.0), (1, 2, 3.0)]" in out.splitlines(), out
