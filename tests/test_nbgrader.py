@@ -220,12 +220,14 @@ def test_hostile_cells_changed_nothing_and_learned_nothing(course):
     assert MARK.encode() not in (course_dir / "gradebook.db").read_bytes()
     with sqlite3.connect(course_dir / "gradebook.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    # eve's module did run, in the sandbox, and every attempt failed
+    # eve's module breaks the rules for graded code (the kit's grader says so), and where
+    # it ran, in the sandbox, the audit hook stopped its first attempt (what the jail
+    # would have left readable is tested in tests/test_confinement.py).
     message = json.loads((course_dir / "kit_grades" / "eve.json").read_text())["items"][0][
         "message"]
-    assert message.count("blocked") == 5, message
+    assert "breaks the rules for graded code" in message, message
     evalue = _test_cell(course_dir, "eve")["outputs"][-1]["evalue"]
-    assert evalue.count("blocked") == 5 and "DONE" not in evalue
+    assert "the grader stopped the submission" in evalue and "DONE" not in evalue, evalue
     for path in _outputs(course_dir):
         text = path.read_text(errors="replace")
         assert SECRET not in text and "DONE" not in text, path
@@ -234,11 +236,13 @@ def test_hostile_cells_changed_nothing_and_learned_nothing(course):
 
 
 def test_a_faked_check_earns_nothing(course):
-    """frank's module replaced the checks inside his jobs; the verdict is taken here."""
+    """frank's module replaced the checks inside his jobs: refused there as tampering, and
+    the verdict is taken here anyway."""
     course_dir, *_ = course
     cell = _test_cell(course_dir, "frank")
     assert "BEGIN HIDDEN TESTS" in "".join(cell["source"])  # as released, not his `pass`
-    assert "elements wrong" in cell["outputs"][-1]["evalue"]
+    evalue = cell["outputs"][-1]["evalue"]
+    assert "changed the kit or a library" in evalue or "elements wrong" in evalue, evalue
 
 
 def test_test_cells_must_be_check_calls():

@@ -201,8 +201,15 @@ class Guard:
             return not (isinstance(owner, str) and self.package
                         and (owner == self.package or owner.startswith(self.package + ".")))
         if event == "compile":
+            # Importing a module compiles its file: the submission's own, or an installed
+            # module's or the kit's (a real file where modules live); not a string.
             filename = args[1] if len(args) > 1 else None
-            return not (isinstance(filename, str) and filename.startswith(self.submission))
+            if isinstance(filename, bytes):
+                filename = os.fsdecode(filename)
+            return not (isinstance(filename, str) and (
+                filename.startswith(self.submission) or (
+                    os.path.isfile(filename) and self._inside(
+                        os.path.realpath(filename), (*self.read_roots, *self.kit)))))
         if event == "exec":
             code = args[0] if args else None
             filename = getattr(code, "co_filename", "")
