@@ -67,11 +67,11 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
     """run_mpi_job on a deadlocking ring: stopped at its limit, and every process of the
     job (mpiexec, Hydra's proxy, the ranks, each in a session of its own) is gone."""
     spec = next(s for s in all_specs(BUGS) if s.name == "ring_send_before_recv")
-    submission = materialize(spec, tmp_path / "job")  # inside the job's folder, as graded
+    submission = materialize(spec, tmp_path / "source")
     cases = [{"ranks": 3, "length": 300000, "seed": 1}]
+    inputs = mpi_cases.rank_inputs("ring", cases, secret=5, ranks=3)
     start = time.perf_counter()
-    run = part3.run_mpi_job({"kind": "ring", "submission": str(submission), "cases": cases},
-                            tmp_path / "job", 3, timeout=4)
+    run = part3.run_mpi_job("ring", cases, submission, tmp_path / "job", 3, 4, inputs)
     assert run.timed_out and time.perf_counter() - start < 4 + 10
     assert "deadlock" in run.missing(0, 4)
     time.sleep(0.5)

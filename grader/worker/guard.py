@@ -67,6 +67,9 @@ DENIED_PREFIXES = ("ctypes.", "socket.", "msvcrt.", "winreg.", "_winapi.", "sys.
 PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree",
                          "shutil.move", "shutil.copyfile", "shutil.copytree", "os.listdir",
                          "os.scandir", "os.utime", "glob.glob"})
+# Path operations with a destination too (os.replace raises os.rename): both ends must be
+# the submission's, or a file written in its folder could be moved into the output folder.
+TWO_PATH_EVENTS = frozenset({"os.rename", "shutil.move", "shutil.copyfile", "shutil.copytree"})
 # Attributes whose reading hands out a frame, and from it every local of the kit.
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back",
                               "gi_suspended", "cr_suspended"})
@@ -184,9 +187,10 @@ class Guard:
         if event == "open":
             return not self._may_open(args)
         if event in PATH_EVENTS:
-            path = args[0] if args else None
-            return not (isinstance(path, str | bytes | os.PathLike)
-                        and self._own_path(os.fsdecode(path)))
+            paths = args[:2] if event in TWO_PATH_EVENTS else args[:1]
+            return not paths or not all(isinstance(path, str | bytes | os.PathLike)
+                                        and self._own_path(os.fsdecode(path))
+                                        for path in paths)
         if event in ("object.__setattr__", "object.__delattr__"):
             owner = getattr(args[0], "__module__", None) if args else None
             return not (isinstance(owner, str) and self.package
