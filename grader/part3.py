@@ -88,7 +88,15 @@ class MpiRun:
         return self.returncode == 0 and not self.timed_out and not self.unfinished()
 
     def _last_line(self) -> str:
-        lines = [line for line in self.output_tail.strip().splitlines() if line.strip()]
+        """The job's last words: Hydra's banner about a rank that died, when there is one
+        ('BAD TERMINATION ...; RANK 1 PID 7 ...; KILLED BY SIGNAL: 9 (Killed)'), else the
+        last line of output."""
+        lines = [line.strip() for line in self.output_tail.strip().splitlines() if line.strip()]
+        banner = [line.strip("= ").strip() for line in lines
+                  if line.startswith("=") and line.strip("= ")]
+        if banner:
+            return "; ".join(banner[-3:])[:300]
+        lines = [line for line in lines if "FAQ page" not in line]
         return lines[-1][:300] if lines else "no output"
 
     def missing(self, n: int, limit: float) -> str:

@@ -291,4 +291,12 @@ WORDS = {
     "os.kill": "sent a signal to a process",
     "compile": "compiled code from a string",
     "exec": "executed code from a string",
+    "os.rename": "moved a file into or out of its folder",
+    "shutil.move": "moved a file into or out of its folder",
+    "shutil.copyfile": "copied a file into or out of its folder",
+    "shutil.copytree": "copied a folder into or out of its folder",
+    "os.remove": "removed a file outside its folder",
+    "os.listdir": "listed a folder outside its own",
+    "os.scandir": "listed a folder outside its own",
+    "glob.glob": "listed a folder outside its own",
 }
