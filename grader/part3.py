@@ -92,8 +92,10 @@ class MpiRun:
         ('BAD TERMINATION ...; RANK 1 PID 7 ...; KILLED BY SIGNAL: 9 (Killed)'), else the
         last line of output."""
         lines = [line.strip() for line in self.output_tail.strip().splitlines() if line.strip()]
+        noise = ("CLEANING UP", "IGNORE THE BELOW", "FAQ page")
         banner = [line.strip("= ").strip() for line in lines
-                  if line.startswith("=") and line.strip("= ")]
+                  if line.startswith("=") and line.strip("= ")
+                  and not any(n in line for n in noise)]
         if banner:
             return "; ".join(banner[-3:])[:300]
         lines = [line for line in lines if "FAQ page" not in line]

@@ -24,7 +24,7 @@ from tests.test_cheats import _procs_of_uids
 CHEATS = Path(__file__).parent / "cheats_mpi"
 NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 MODULES = ("mpi_1_data_parallel.py", "mpi_2_ring.py")
-LIMIT = 15  # seconds per MPI job: the solution's take 1-4 s on a loaded 2-core machine
+LIMIT = 40  # seconds per MPI job: the solution's take 2-4 s, more on a busy 2-core machine
 # Uids of this test's jobs only (test_cheats.py uses the range below this one).
 UID_FIRST = 110000 + os.getpid() % 10000 * 4
 ALL = set(mpi_cases.ITEMS)
@@ -47,9 +47,11 @@ EXPECTED = {
     "ring_sends_nothing": {"mpi.ring": "outside the float32 bound"},
     "forge_results": {"mpi.ring": "opened a file outside its folder.*/out/case-0-rank-0"},
     "forge_by_rename": {"mpi.ring": "moved a file into or out of its folder"},
-    "exit_early": {"mpi.ring": "stopped early|ended with status|did not complete"},
+    # Hydra kills the other ranks, or lets them wait for the one gone until the limit.
+    "exit_early": {"mpi.ring": "on 4 rank.*(stopped early|ended with status|did not "
+                               "complete|time limit)"},
     "kill_other_rank": {"mpi.ring": "sent a signal to a process"},
-    "file_channel": {"mpi.ring": "opened a file outside its folder.*rank-0/tmp"},
+    "file_channel": {"mpi.ring": "opened a file outside its folder.*rank-\\d/tmp"},
     "closure_snoop": {"mpi.ring": "no communicator found behind the wrapper"},
     "tamper_count": {"mpi.ring": "changed the kit.*nnkit.collectives.message_bytes"},
 }
