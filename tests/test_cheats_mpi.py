@@ -54,6 +54,7 @@ EXPECTED = {
     "file_channel": {"mpi.ring": "opened a file outside its folder.*rank-\\d/tmp"},
     "closure_snoop": {"mpi.ring": "no communicator found behind the wrapper"},
     "tamper_count": {"mpi.ring": "changed the kit.*nnkit.collectives.message_bytes"},
+    "patch_worker": {"mpi.ring": "changed the kit.*grader.worker.mpi.np"},
 }
 HONEST = [n for n in NAMES if n.startswith("ok_")]
 
