@@ -33,7 +33,10 @@ smallest normal float32 for results that underflow):
   b of every rank, against one process training on the same batches (model averaging:
   against a simulation of the same averaging in one process). The runs differ only in the
   order of float32 sums (each rank sums its rows, then the ranks' sums are combined), a few
-  units of 2^-23 per step: measured about 1e-7 after the 10 steps graded.
+  units of 2^-23 per step: measured about 1e-7 after the 10 steps graded. The training
+  rows are the shipped sample reordered and perturbed by the run's secret
+  (mpi_cases.training_data), in rank 0's file alone: the other ranks get theirs through
+  the submission's scatter_batch or not at all.
 """
 
 from __future__ import annotations
