@@ -119,7 +119,7 @@ def _references(parts: list[str], config: Config, workroot: Path,
     if "mpi" in parts:
         print("Training the CPU reference for Part 3 (one process, and the serial model "
               "averaging) ...", file=sys.stderr)
-        refs["mpi"] = part3.reference()
+        refs["mpi"] = part3.reference(config.secret)
     return refs
 
 

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -202,22 +203,126 @@ def simulate_mix(strategy: str, buffers: list[np.ndarray], stage: int) -> list[n
 
 # --------------------------------------------------------------------------------------
 # Counting what a rank sends
+#
+# Sizes are read from a call's buffer specification as mpi4py reads it (a buffer, or
+# [buffer, count, datatype] and the other forms of mpi4py.typing.BufSpec / BufSpecV),
+# with numpy's and MPI's own sizes: the buffer's bytes, the datatype's size and extent.
+# Counting never fails a call: a specification the kit cannot read is counted as unknown
+# (and, when it is wrong, MPI itself refuses it in the call that follows).
 
 
-def _nbytes(spec: Any) -> int:
-    """Bytes of an mpi4py buffer argument: an array, or [array, ...] / (array, ...)."""
+def _mpi() -> Any:
+    """mpi4py.MPI if it is loaded (a specification can only hold MPI objects then):
+    counting alone never initialises MPI."""
+    return sys.modules.get("mpi4py.MPI")
+
+
+def _is_datatype(value: Any) -> bool:
+    MPI = _mpi()
+    return isinstance(value, str) or (MPI is not None and isinstance(value, MPI.Datatype))
+
+
+def _type_sizes(datatype: Any) -> tuple[int, int]:
+    """(size, extent) in bytes of an MPI datatype or a typecode string ('f', 'd', ...)."""
+    MPI = _mpi()
+    if isinstance(datatype, str):
+        if MPI is None:
+            return (np.dtype(datatype).itemsize,) * 2
+        datatype = MPI.Datatype.fromcode(datatype)
+    return int(datatype.Get_size()), int(datatype.Get_extent()[1])
+
+
+def _buffer_bytes(buf: Any) -> tuple[int, int]:
+    """(bytes, item size) of a buffer object (NumPy array, bytes, array.array, ...)."""
+    MPI = _mpi()
+    if buf is None or (MPI is not None and buf is MPI.BOTTOM):
+        return 0, 1
+    view = memoryview(buf)
+    return int(view.nbytes), int(view.itemsize)
+
+
+def message_bytes(spec: Any) -> int:
+    """Bytes that a point-to-point buffer specification sends: `buf`, `[buf, count]`,
+    `[buf, datatype]`, `[buf, count, datatype]`, `[buf, (count, displ), datatype]` or
+    `[buf, count, displ, datatype]`, a missing count meaning the rest of the buffer.
+    Raises on a specification it cannot read (callers count it as unknown)."""
     if spec is None:
         return 0
+    count = datatype = None
+    displ = 0
     if isinstance(spec, list | tuple):
-        spec = spec[0]
-    try:
-        return int(np.asarray(spec).nbytes)
-    except (TypeError, ValueError):
-        return 0
+        if not 1 <= len(spec) <= 4:
+            raise ValueError(f"a buffer specification of {len(spec)} items")
+        buf, rest = spec[0], list(spec[1:])
+        if len(rest) == 1:
+            if _is_datatype(rest[0]):
+                datatype = rest[0]
+            elif isinstance(rest[0], list | tuple):
+                count, displ = rest[0]
+            else:
+                count = rest[0]
+        elif len(rest) == 2:
+            count, datatype = rest
+            if isinstance(count, list | tuple):
+                count, displ = count
+        elif len(rest) == 3:
+            count, displ, datatype = rest
+    else:
+        buf = spec
+    total, itemsize = _buffer_bytes(buf)
+    size, extent = _type_sizes(datatype) if datatype is not None else (itemsize, itemsize)
+    displ = int(displ or 0)
+    if count is None:
+        count = total // extent - displ if extent else 0
+    return max(int(count), 0) * size
+
+
+def vector_bytes(spec: Any, comm_size: int) -> list[int]:
+    """Bytes for each rank of a vector buffer specification (Scatterv's send buffer):
+    `buf`, `[buf, counts]`, `[buf, (counts, displs)]`, `[buf, datatype]`,
+    `[buf, counts, datatype]`, `[buf, (counts, displs), datatype]` or
+    `[buf, counts, displs, datatype]`; no counts: the buffer in equal parts."""
+    counts = datatype = None
+    if isinstance(spec, list | tuple):
+        if not 1 <= len(spec) <= 4:
+            raise ValueError(f"a buffer specification of {len(spec)} items")
+        buf, rest = spec[0], list(spec[1:])
+        if len(rest) == 1:
+            if _is_datatype(rest[0]):
+                datatype = rest[0]
+            else:
+                counts = rest[0]
+        elif len(rest) == 2:
+            counts, datatype = rest
+        elif len(rest) == 3:
+            counts, _, datatype = rest
+        # (counts, displs) in one item: a pair whose first element is a sequence
+        if isinstance(counts, tuple | list) and len(counts) == 2 and \
+                isinstance(counts[0], list | tuple | np.ndarray):
+            counts = counts[0]
+    else:
+        buf = spec
+    total, itemsize = _buffer_bytes(buf)
+    size, extent = _type_sizes(datatype) if datatype is not None else (itemsize, itemsize)
+    if counts is None:
+        each = total // extent // comm_size if extent else 0
+        return [each * size] * comm_size
+    return [max(int(c), 0) * size for c in counts]
+
+
+def object_bytes(obj: Any) -> int:
+    """Bytes of a pickled message (send, isend, sendrecv, ...): mpi4py's own pickling."""
+    MPI = _mpi()
+    if MPI is None:
+        import pickle
+
+        return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    return len(MPI.pickle.dumps(obj))
 
 
 class CountingComm:
-    """A communicator that forwards every call to the real one and keeps a tally.
+    """A communicator that forwards every call to the real one and keeps a tally, for the
+    training loop and the benchmarks (the grader's ring item uses point_to_point()).
 
     `calls` counts the methods used by name; `bytes_sent` adds up the payload this rank
     hands to MPI: exact for point-to-point sends (Send, Isend, Ssend, Sendrecv); for the
@@ -225,6 +330,8 @@ class CountingComm:
     the bytes leaving for the other ranks; Allreduce, 2 (p - 1) / p of the buffer, what a
     ring sends (the library may choose another algorithm). Messages of Python objects
     (lowercase calls such as bcast) are counted as calls only: they are small control data.
+    Counting never fails a call: a buffer specification the kit cannot read is counted in
+    `unknown` (and its error in `problems`), and the call goes on.
     """
 
     POINT_TO_POINT = ("Send", "Isend", "Ssend", "Bsend", "Rsend", "Issend")
@@ -234,6 +341,8 @@ class CountingComm:
         self._size, self._rank = comm.Get_size(), comm.Get_rank()  # fixed for a communicator
         self.calls: Counter[str] = Counter()
         self.bytes_sent = 0
+        self.unknown = 0
+        self.problems: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._comm, name)
@@ -242,7 +351,12 @@ class CountingComm:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
-            self.bytes_sent += self._payload(name, args, kwargs)
+            try:
+                self.bytes_sent += self._payload(name, args, kwargs)
+            except Exception as err:  # noqa: BLE001 - the kit's failure, never the call's
+                self.unknown += 1
+                if len(self.problems) < 3:
+                    self.problems.append(f"{name}: {type(err).__name__}: {err}")
             return target(*args, **kwargs)
 
         return call
@@ -251,10 +365,10 @@ class CountingComm:
         size, rank = self._size, self._rank
         first = args[0] if args else kwargs.get("buf", kwargs.get("sendbuf"))
         if name in self.POINT_TO_POINT or name == "Sendrecv":
-            return _nbytes(first)
+            return message_bytes(first)
         if name == "Allreduce":
             buffer = args[1] if len(args) > 1 else kwargs.get("recvbuf")
-            return _nbytes(buffer) * 2 * (size - 1) // size
+            return message_bytes(buffer) * 2 * (size - 1) // size
         root_at = {"Bcast": 1, "Scatter": 2, "Scatterv": 2}.get(name)
         if root_at is None:
             return 0
@@ -262,11 +376,229 @@ class CountingComm:
         if rank != root or first is None:
             return 0
         if name == "Bcast":
-            return _nbytes(first) * (size - 1)
-        if name == "Scatterv" and isinstance(first, list | tuple) and len(first) >= 2:
-            counts = [int(c) for c in first[1]]
-            return (sum(counts) - counts[rank]) * np.asarray(first[0]).itemsize
-        return _nbytes(first) * (size - 1) // size
+            return message_bytes(first) * (size - 1)
+        if name == "Scatterv":
+            parts = vector_bytes(first, size)
+            return sum(parts) - (parts[rank] if rank < len(parts) else 0)
+        return message_bytes(first) * (size - 1) // size
+
+
+# The calls of a communicator that call_point_to_point() lets through.
+POINT_TO_POINT_CALLS = frozenset({
+    "Get_rank", "Get_size", "Send", "Ssend", "Isend", "Issend", "Recv", "Irecv", "Sendrecv",
+    "Sendrecv_replace", "send", "ssend", "isend", "issend", "recv", "irecv", "sendrecv",
+    "Probe", "Iprobe", "probe", "iprobe", "Barrier",
+})
+
+
+class PointToPointOnly(AttributeError):
+    """A communicator method that the ring item does not allow."""
+
+
+class _Tally:
+    """The real communicator and what went through it; lives only as a local variable of
+    call_point_to_point's frame (see PointToPointComm)."""
+
+    __slots__ = ("comm", "size", "rank", "sent_to", "calls", "unknown", "problems")
+
+    def __init__(self, comm: Any):
+        self.comm = comm
+        self.size, self.rank = int(comm.Get_size()), int(comm.Get_rank())
+        self.sent_to = [0] * self.size
+        self.calls: Counter[str] = Counter()
+        self.unknown = 0
+        self.problems: list[str] = []
+
+    def sending(self, name: str, payload: Any, dest: Any, pickled: bool = False) -> None:
+        self.calls[name] += 1
+        try:
+            target = int(dest)
+            if target == _mpi().PROC_NULL or not 0 <= target < self.size:
+                return  # nothing leaves (PROC_NULL), or MPI refuses the call
+            self.sent_to[target] += object_bytes(payload) if pickled else message_bytes(payload)
+        except Exception as err:  # noqa: BLE001 - the kit's failure, never the call's
+            self.unknown += 1
+            if len(self.problems) < 3:
+                self.problems.append(f"{name}: {type(err).__name__}: {err}")
+
+    def receiving(self, name: str) -> Any:
+        self.calls[name] += 1
+        return self.comm
+
+
+def _tally() -> _Tally:
+    """The tally of the call_point_to_point() this call runs in: found on the stack, so
+    that no object handed to the submission leads to the communicator (reading frames is
+    the kit's alone in a grading job: the audit hook refuses it to submitted code)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code is not _CALL_CODE:
+        frame = frame.f_back
+    if frame is None:
+        raise RuntimeError("this communicator works only during the call it was given to")
+    return frame.f_locals["tally"]
+
+
+class _AnyType:
+    """Stands for MPI.ANY_SOURCE / MPI.ANY_TAG in defaults (MPI is not loaded yet)."""
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+_ANY: Any = _AnyType()
+
+
+def _source(value: int) -> int:
+    return _mpi().ANY_SOURCE if value is _ANY else value
+
+
+def _tag(value: int) -> int:
+    return _mpi().ANY_TAG if value is _ANY else value
+
+
+class PointToPointComm:
+    """The communicator the ring item gets: `rank`, `size` and the point-to-point calls
+    (POINT_TO_POINT_CALLS: sends and receives of buffers and of Python objects, blocking,
+    non-blocking and combined, probes and Barrier), with mpi4py's signatures; the requests
+    that Isend and Irecv return are MPI's own, with their waits and tests. Any other
+    attribute (Allreduce, Allgather, bcast, Dup, Split, Abort, ...) raises
+    PointToPointOnly, an AttributeError that says so. The object holds nothing: each call
+    finds the real communicator and the tally on the stack (_tally)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        raise PointToPointOnly(
+            f"comm.{name}: the ring item allows point-to-point messages only (Send, Recv, "
+            "Sendrecv, Sendrecv_replace, Isend, Irecv, Ssend, Issend and their lowercase "
+            "forms, Probe, Iprobe, Barrier, rank and size); collectives, Dup, Split and "
+            "the like are not available here")
+
+    def __repr__(self) -> str:
+        return "<point-to-point communicator of the ring item>"
+
+    @property
+    def rank(self) -> int:
+        return _tally().rank
+
+    @property
+    def size(self) -> int:
+        return _tally().size
+
+    def Get_rank(self) -> int:
+        tally = _tally()
+        tally.calls["Get_rank"] += 1
+        return tally.rank
+
+    def Get_size(self) -> int:
+        tally = _tally()
+        tally.calls["Get_size"] += 1
+        return tally.size
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
+        tally = _tally()
+        tally.sending("Send", buf, dest)
+        return tally.comm.Send(buf, dest, tag)
+
+    def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        tally = _tally()
+        tally.sending("Ssend", buf, dest)
+        return tally.comm.Ssend(buf, dest, tag)
+
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Any:
+        tally = _tally()
+        tally.sending("Isend", buf, dest)
+        return tally.comm.Isend(buf, dest, tag)
+
+    def Issend(self, buf: Any, dest: int, tag: int = 0) -> Any:
+        tally = _tally()
+        tally.sending("Issend", buf, dest)
+        return tally.comm.Issend(buf, dest, tag)
+
+    def Recv(self, buf: Any, source: int = _ANY, tag: int = _ANY, status: Any = None) -> None:
+        return _tally().receiving("Recv").Recv(buf, _source(source), _tag(tag), status)
+
+    def Irecv(self, buf: Any, source: int = _ANY, tag: int = _ANY) -> Any:
+        return _tally().receiving("Irecv").Irecv(buf, _source(source), _tag(tag))
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                 source: int = _ANY, recvtag: int = _ANY, status: Any = None) -> None:
+        tally = _tally()
+        tally.sending("Sendrecv", sendbuf, dest)
+        return tally.comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, _source(source),
+                                   _tag(recvtag), status)
+
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = _ANY,
+                         recvtag: int = _ANY, status: Any = None) -> None:
+        tally = _tally()
+        tally.sending("Sendrecv_replace", buf, dest)
+        return tally.comm.Sendrecv_replace(buf, dest, sendtag, _source(source),
+                                           _tag(recvtag), status)
+
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        tally = _tally()
+        tally.sending("send", obj, dest, pickled=True)
+        return tally.comm.send(obj, dest, tag)
+
+    def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        tally = _tally()
+        tally.sending("ssend", obj, dest, pickled=True)
+        return tally.comm.ssend(obj, dest, tag)
+
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> Any:
+        tally = _tally()
+        tally.sending("isend", obj, dest, pickled=True)
+        return tally.comm.isend(obj, dest, tag)
+
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> Any:
+        tally = _tally()
+        tally.sending("issend", obj, dest, pickled=True)
+        return tally.comm.issend(obj, dest, tag)
+
+    def recv(self, buf: Any = None, source: int = _ANY, tag: int = _ANY,
+             status: Any = None) -> Any:
+        return _tally().receiving("recv").recv(buf, _source(source), _tag(tag), status)
+
+    def irecv(self, buf: Any = None, source: int = _ANY, tag: int = _ANY) -> Any:
+        return _tally().receiving("irecv").irecv(buf, _source(source), _tag(tag))
+
+    def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                 source: int = _ANY, recvtag: int = _ANY, status: Any = None) -> Any:
+        tally = _tally()
+        tally.sending("sendrecv", sendobj, dest, pickled=True)
+        return tally.comm.sendrecv(sendobj, dest, sendtag, recvbuf, _source(source),
+                                   _tag(recvtag), status)
+
+    def Probe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("Probe").Probe(_source(source), _tag(tag), status)
+
+    def Iprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("Iprobe").Iprobe(_source(source), _tag(tag), status)
+
+    def probe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("probe").probe(_source(source), _tag(tag), status)
+
+    def iprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("iprobe").iprobe(_source(source), _tag(tag), status)
+
+    def Barrier(self) -> None:
+        return _tally().receiving("Barrier").Barrier()
+
+
+def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
+    """Call fn(PointToPointComm(), *args) with `comm` behind it; return the tally:
+    `sent_to`, the bytes this rank handed to MPI for each rank of comm (dest = PROC_NULL or
+    this rank itself: moved nowhere, still listed at its own index); `calls`, the methods
+    used by name; `unknown` and `problems`, sends whose size the kit could not read
+    (counting never fails a call). What a rank received is what the others sent to it:
+    the grader adds it up from every rank's tally."""
+    tally = _Tally(comm)  # found by PointToPointComm's calls on the stack: keep the name
+    fn(PointToPointComm(), *args)
+    return {"sent_to": list(tally.sent_to), "calls": dict(tally.calls),
+            "unknown": tally.unknown, "problems": list(tally.problems)}
+
+
+_CALL_CODE = call_point_to_point.__code__
 
 
 # --------------------------------------------------------------------------------------

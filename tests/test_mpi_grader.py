@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from grader import mpi_cases, part3
@@ -67,11 +68,11 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
     """run_mpi_job on a deadlocking ring: stopped at its limit, and every process of the
     job (mpiexec, Hydra's proxy, the ranks, each in a session of its own) is gone."""
     spec = next(s for s in all_specs(BUGS) if s.name == "ring_send_before_recv")
-    submission = materialize(spec, tmp_path / "job")  # inside the job's folder, as graded
+    submission = materialize(spec, tmp_path / "source")
     cases = [{"ranks": 3, "length": 300000, "seed": 1}]
+    inputs = mpi_cases.rank_inputs("ring", cases, secret=5, ranks=3)
     start = time.perf_counter()
-    run = part3.run_mpi_job({"kind": "ring", "submission": str(submission), "cases": cases},
-                            tmp_path / "job", 3, timeout=4)
+    run = part3.run_mpi_job("ring", cases, submission, tmp_path / "job", 3, 4, inputs)
     assert run.timed_out and time.perf_counter() - start < 4 + 10
     assert "deadlock" in run.missing(0, 4)
     time.sleep(0.5)
@@ -85,3 +86,117 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
         if job_file in cmdline and int(entry.name) != os.getpid():
             left.append(cmdline.replace("\0", " "))
     assert not left, left
+
+
+def test_the_worker_imports_nothing_of_the_grader_outside_it():
+    from grader import sandbox
+
+    assert sandbox.worker_imports_outside() == []
+
+
+def test_each_rank_is_given_only_its_own_inputs_drawn_from_the_secret():
+    scatter = mpi_cases.cases("scatter")
+    per_rank = mpi_cases.rank_inputs("scatter", scatter, secret=7)
+    for n, case in enumerate(scatter):  # the minibatch is in its root's file only
+        holders = [r for r in range(mpi_cases.RANKS) if f"case-{n}/X" in per_rank[r]]
+        assert holders == [case["root"]]
+    for kind in ("train", "average"):  # the training set: rank 0's file only
+        per_rank = mpi_cases.rank_inputs(kind, mpi_cases.cases(kind), secret=7)
+        assert set(per_rank[0]) == {"train/images", "train/labels"}
+        assert all(not arrays for arrays in per_rank[1:])
+    ring = mpi_cases.cases("ring")
+    one, two = (mpi_cases.rank_inputs("ring", ring, secret=s) for s in (7, 8))
+    case = next(n for n, c in enumerate(ring) if c["ranks"] == 4)
+    buffers = [one[r][f"case-{case}/buffer"] for r in range(4)]
+    assert not any(np.array_equal(buffers[0], b) for b in buffers[1:])  # ranks differ
+    assert not np.array_equal(buffers[0], two[0][f"case-{case}/buffer"])  # secrets too
+    for n, c in enumerate(ring):  # a rank outside a case is given nothing of it
+        assert all(f"case-{n}/buffer" not in one[r] for r in range(c["ranks"], 4))
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5])
+def test_a_ring_with_uneven_chunks_meets_the_byte_bound(p):
+    """Rank r of a ring sends 2n - c_(r+1) - c_(r+2) elements and receives 2n - c_r -
+    c_(r+1): never less than the n of part3.ring_bytes_needed, with equality possible."""
+    from nnkit.collectives import split_counts
+
+    tightest = []
+    for n in [*range(1, 3 * p), 1001, 100002]:
+        c = split_counts(n, p)
+        need = part3.ring_bytes_needed(n, p) // 4
+        for r in range(p):
+            sent = 2 * n - c[(r + 1) % p] - c[(r + 2) % p]
+            received = 2 * n - c[r] - c[(r + 1) % p]
+            assert min(sent, received) >= need == n, (n, r, c)
+            tightest.append(min(sent, received) == need)
+    assert any(tightest)
+
+
+COUNTING = r'''
+import array, json
+import numpy as np
+from mpi4py import MPI
+from nnkit.collectives import CountingComm, call_point_to_point, message_bytes
+
+self, out = MPI.COMM_SELF, {}
+b, r, status = np.arange(10, dtype=np.float32), np.zeros(64, np.float32), MPI.Status()
+pair = MPI.FLOAT.Create_contiguous(2).Commit()
+specs = [b, [b, MPI.FLOAT], [b, 3], [b, 3, MPI.FLOAT], [b, (3, 2), MPI.FLOAT],
+         [b, 3, 2, MPI.FLOAT], [b, "f"], [b, (3, 2)], (b, 4), [b, None, MPI.FLOAT],
+         b.tobytes(), array.array("d", [1, 2, 3]), [b, pair], [b, 2, pair],
+         [MPI.BOTTOM, 0, MPI.FLOAT], memoryview(b)[2:]]
+out["p2p"] = []
+for spec in specs:  # what MPI itself says arrived, against the kit's count
+    self.Sendrecv(spec, 0, recvbuf=r, source=0, status=status)
+    out["p2p"].append([status.Get_count(MPI.BYTE), message_bytes(spec)])
+counted = CountingComm(self)
+X, got = np.arange(12, dtype=np.float32), np.zeros(12, np.float32)
+for spec in ([X, ([12], [0]), MPI.FLOAT], [X, [12], [0], MPI.FLOAT], [X, ([12], [0])],
+             [X, MPI.FLOAT], X):  # mpi4py's vector specs, the issue-13 one first
+    counted.Scatterv(spec, got, root=0)
+out["scatterv"] = [counted.unknown, counted.calls["Scatterv"], got.tolist() == X.tolist()]
+
+def snoop(comm, buffer):
+    tried = {}
+    for name in ("Allreduce", "Allgather", "bcast", "Dup", "Split", "Abort", "_comm"):
+        try:
+            getattr(comm, name)
+            tried[name] = "given"
+        except AttributeError as err:
+            tried[name] = type(err).__name__
+    inside = [getattr(v, "__closure__", None) for v in vars(type(comm)).values()]
+    comm.Sendrecv(buffer, 0, recvbuf=np.empty_like(buffer), source=0)
+    comm.Send(buffer, MPI.PROC_NULL)
+    try:  # a spec nobody can read: MPI refuses it, the kit only notes it
+        comm.Isend([buffer, object()], 0)
+    except TypeError as err:
+        tried["bad spec"] = str(err)[:80]
+    return tried, inside
+
+out["tally"] = call_point_to_point(lambda c, x: out.update(snoop=snoop(c, x)), self, b)
+print(json.dumps(out, default=str))
+'''
+
+
+def test_counting_reads_every_buffer_spec_and_hides_the_communicator():
+    """The kit's counts agree with what MPI delivered for every point-to-point spec form;
+    CountingComm takes every Scatterv spec (issue 13: [buf, (counts, displs), type] made it
+    raise inside the student's call); the ring's communicator refuses collectives and
+    holds no reference to the real one."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", COUNTING], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(mpi == kit for mpi, kit in out["p2p"]), out["p2p"]
+    assert out["scatterv"] == [0, 5, True]
+    tried, closures = out["snoop"]
+    assert "bad spec" in tried  # refused by MPI, in the call
+    del tried["bad spec"]
+    assert tried == {name: "PointToPointOnly" for name in tried}
+    assert all(c is None for c in closures)
+    tally = out["tally"]
+    assert tally["sent_to"] == [40] and tally["unknown"] == 1 and tally["problems"]
+    assert tally["calls"] == {"Sendrecv": 1, "Send": 1, "Isend": 1}

@@ -21,48 +21,19 @@ from pathlib import Path
 import numpy as np
 
 from grader.worker import CUBLAS, gemm, net
-from grader.worker.common import LIMITS, Context
+from grader.worker.common import LIMITS, Context, confine, read_inputs
 
 
 def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
-    """The arrays the grader wrote for this job; the file is removed once read, so that
-    nothing of it is left for the submission to find."""
+    """The arrays the grader wrote for this job (removed once read)."""
     name = job.get("inputs")
-    if not name:
-        return {}
-    path = workdir / name
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    try:
-        path.unlink()
-    except OSError:
-        pass
-    return arrays
-
-
-def read_roots() -> list[Path]:
-    """Folders a submission may read files from: the Python installation and packages,
-    the staged kit and the data."""
-    from nnkit.mnist import default_dir
-
-    roots = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
-    roots |= {Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)}
-    roots.add(default_dir())
-    return sorted(roots)
-
-
-def kit_roots() -> list[Path]:
-    import grader
-    import nnkit
-
-    return [Path(grader.__file__).parent, Path(nnkit.__file__).parent]
+    return read_inputs(workdir / name) if name else {}
 
 
 def set_up(job: dict, job_file: Path) -> Context:
-    from grader.worker import guard, kernelsim, launches, tamper, traps
+    from grader.worker import kernelsim, launches, tamper, traps
     from nnkit import timing
     from nnkit.backend import cuda, select
-    from nnkit.submission import package_name
 
     out = Path(job["outdir"])
     backend = select()
@@ -90,11 +61,7 @@ def set_up(job: dict, job_file: Path) -> Context:
     ctx = Context(job, out, submission, inputs, recorder, tamper.Snapshot((), ()), clock,
                   backend.on_gpu, extra)
     if submission is not None:
-        scratch = [Path(os.environ.get("TMPDIR", "/tmp"))]
-        hook = guard.Guard(submission, kit_roots(), out / guard.GUARD_FILE, scratch,
-                           read_roots() + [submission])
-        ctx.snapshot = tamper.Snapshot()
-        hook.arm(package_name(submission))
+        ctx.snapshot = confine(submission, out, [Path(os.environ.get("TMPDIR", "/tmp"))])
     return ctx
 
 

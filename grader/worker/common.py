@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,51 @@ class Context:
     clock: Any  # nnkit.timing.Clock
     on_gpu: bool
     extra: dict = field(default_factory=dict)
+
+
+def read_inputs(path: Path) -> dict[str, np.ndarray]:
+    """The arrays the grader wrote into `path` (.npz); the file is removed once read, so
+    that nothing of it is left for the submission to find."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return arrays
+
+
+def read_roots() -> list[Path]:
+    """Folders a submission may read files from: the Python installation and packages,
+    the staged kit and the data."""
+    from nnkit.mnist import default_dir
+
+    roots = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
+    roots |= {Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)}
+    roots.add(default_dir())
+    return sorted(roots)
+
+
+def kit_roots() -> list[Path]:
+    import grader
+    import nnkit
+
+    return [Path(grader.__file__).parent, Path(nnkit.__file__).parent]
+
+
+def confine(submission: Path, out: Path, scratch: Iterable[Path]) -> Any:
+    """The last step of set-up, just before the submission is imported: photograph the
+    trusted modules, then arm the audit hook (grader/worker/guard.py) for the
+    submission's folder, with `scratch` its only other writable place. Returns the
+    photograph (tamper.Snapshot), to check before results are written."""
+    from grader.worker import guard, tamper
+    from nnkit.submission import package_name
+
+    hook = guard.Guard(submission, kit_roots(), out / guard.GUARD_FILE, scratch,
+                       read_roots() + [submission])
+    snapshot = tamper.Snapshot()
+    hook.arm(package_name(submission))
+    return snapshot
 
 
 def describe_error(err: BaseException, submission: Path | None) -> str:

@@ -67,6 +67,9 @@ DENIED_PREFIXES = ("ctypes.", "socket.", "msvcrt.", "winreg.", "_winapi.", "sys.
 PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree",
                          "shutil.move", "shutil.copyfile", "shutil.copytree", "os.listdir",
                          "os.scandir", "os.utime", "glob.glob"})
+# Path operations with a destination too (os.replace raises os.rename): both ends must be
+# the submission's, or a file written in its folder could be moved into the output folder.
+TWO_PATH_EVENTS = frozenset({"os.rename", "shutil.move", "shutil.copyfile", "shutil.copytree"})
 # Attributes whose reading hands out a frame, and from it every local of the kit.
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back",
                               "gi_suspended", "cr_suspended"})
@@ -80,6 +83,10 @@ INNOCENT = ("collections", "typing", "enum", "dataclasses", "warnings", "functoo
             "contextlib", "logging", "_weakrefset")
 INNOCENT_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename", "object.__setattr__",
                              "object.__delattr__"})
+# What the import system itself does to load a module a submission imports for the first
+# time (reading its cached bytecode, compiling and running its file); the import itself
+# is judged by the "import" event, and what the module does by the frames it runs in.
+IMPORT_SYSTEM_EVENTS = frozenset({"marshal.loads", "marshal.load", "exec", "compile"})
 # Modules a submission may not load at run time (the static policy refuses more).
 REFUSED_IMPORTS = ("ctypes", "_ctypes", "cffi", "gc", "inspect", "subprocess", "socket",
                    "multiprocessing", "pty", "torch", "jax", "jaxlib", "tensorflow", "scipy",
@@ -168,8 +175,11 @@ class Guard:
             return  # the hook's own operations (sys._getframe) are not judged
         self._local.busy = True
         try:
-            if event in INNOCENT_EVENTS and sys._getframe(1).f_code.co_filename in self.innocent:
+            caller = sys._getframe(1).f_code.co_filename
+            if event in INNOCENT_EVENTS and caller in self.innocent:
                 return
+            if event in IMPORT_SYSTEM_EVENTS and caller.startswith("<frozen importlib"):
+                return  # the import system loading a module's cached bytecode
             actor, file, line = self._actor()
             if actor == "submission" and self._refused(event, args):
                 self._refuse(event, args, file, line)
@@ -193,9 +203,10 @@ class Guard:
         if event == "open":
             return not self._may_open(args)
         if event in PATH_EVENTS:
-            path = args[0] if args else None
-            return not (isinstance(path, str | bytes | os.PathLike)
-                        and self._own_path(os.fsdecode(path)))
+            paths = args[:2] if event in TWO_PATH_EVENTS else args[:1]
+            return not paths or not all(isinstance(path, str | bytes | os.PathLike)
+                                        and self._own_path(os.fsdecode(path))
+                                        for path in paths)
         if event in ("object.__setattr__", "object.__delattr__"):
             owner = getattr(args[0], "__module__", None) if args else None
             return not (isinstance(owner, str) and self.package
@@ -312,4 +323,10 @@ WORDS = {
     "os.kill": "sent a signal to a process",
     "compile": "compiled code from a string",
     "exec": "executed code from a string",
+    "os.rename": "moved a file into or out of its folder",
+    "shutil.move": "moved a file into or out of its folder",
+    "shutil.copyfile": "copied a file into or out of its folder",
+    "shutil.copytree": "copied a folder into or out of its folder",
+    "os.remove": "removed a file outside its folder",
+    "glob.glob": "listed a folder outside its own",
 }

@@ -1,12 +1,27 @@
-"""The ranks of a Part 3 grading job: `mpiexec -n 4 python -m grader.worker_mpi JOB.json`.
+"""The ranks of a Part 3 grading job: `mpiexec -n 4 python -P -m grader.worker.mpi JOB.json`.
 
-Every rank runs the job's cases in order. For a case of p ranks the first p ranks of the
-job form a communicator of their own and call the submission's functions on it; the
-others wait (asleep, not spinning: an idle rank must not steal a core from the working
-ones). Each rank writes what it got, raw, to `case-N-rank-R.npz`, or the error it met to
-`case-N-rank-R.err`, and then stops the whole job (MPI_Abort): the other ranks may be
-blocked waiting for it, and a blocked job would only end at the time limit. Nothing here
-judges a result: the grader does, from these files (grader/part3.py).
+Set-up, on every rank, before anything submitted is imported: MPI starts; the rank reads
+its own inputs (`rank-R/inputs.npz`, written by the grader: what this rank alone is given)
+and removes the file; it moves into its own copy of the submission (`rank-R/submission`,
+with `rank-R/tmp` its only scratch folder); `MPI.COMM_WORLD` is replaced by an object
+that refuses every use (the functions must use the communicator they are given); the
+trusted modules are photographed and the audit hook armed (grader/worker/common.py's
+confine()). From then on the submission's code cannot open another rank's files, its
+copy, its scratch or the output folder, nor signal a process: what a rank learns of the
+others comes through MPI.
+
+Every rank then runs the job's cases in order. For a case of p ranks the first p ranks
+of the job form a communicator of their own and call the submission's functions on it;
+the others wait (asleep, not spinning: an idle rank must not steal a core from the
+working ones). Each rank writes what it got, raw, to `case-N-rank-R.npz` (R its own rank:
+a rank writes no other rank's file), or the error it met to `case-N-rank-R.err`, and then
+stops the whole job (MPI_Abort): the other ranks may be blocked waiting for it, and a
+blocked job would only end at the time limit. After the last case every rank writes
+`rank-R.done`. The grader trusts the results of a job only when it exited with status 0
+and every rank's marker is there. Nothing here judges a result: grader/part3.py does.
+
+The ring item gets a communicator that offers point-to-point calls only and counts the
+bytes each rank sends to each other rank (nnkit.collectives.call_point_to_point).
 """
 
 from __future__ import annotations
@@ -14,16 +29,34 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from grader.mpi_cases import gradient_inputs, ring_input, scatter_inputs
-from grader.worker import describe_error
-from nnkit.mpi_train import DATA_MODULE, RING_MODULE
-from nnkit.submission import load_function
+from grader.worker.common import LIMITS, confine, describe_error, read_inputs
+
+RANKS_NOTE = "the grader runs them on communicators of 1 to 4 ranks carved out of a larger job"
+
+
+class WorldRefused(AttributeError):
+    """MPI.COMM_WORLD used by graded code."""
+
+
+class RefusedWorld:
+    """What `MPI.COMM_WORLD` is while graded code runs: every attribute refused."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        raise WorldRefused(f"MPI.COMM_WORLD.{name}: Part 3's functions must use the "
+                           f"communicator they are given (`comm`), never MPI.COMM_WORLD: "
+                           f"{RANKS_NOTE}")
+
+    def __repr__(self) -> str:
+        return "<MPI.COMM_WORLD: not available to graded code>"
 
 
 def _host(value: Any, what: str) -> np.ndarray:
@@ -33,63 +66,84 @@ def _host(value: Any, what: str) -> np.ndarray:
     return array
 
 
-def run_scatter(case: dict, comm: Any, submission: Path) -> dict[str, np.ndarray]:
+def run_scatter(n: int, case: dict, comm: Any, submission: Path,
+                inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from nnkit.mpi_train import DATA_MODULE
+    from nnkit.submission import load_function
+
     scatter = load_function(submission, DATA_MODULE, "scatter_batch")
-    X, labels = scatter_inputs(case) if comm.Get_rank() == case["root"] else (None, None)
+    root = comm.Get_rank() == case["root"]  # only its file holds the minibatch
+    X = inputs[f"case-{n}/X"] if root else None
+    labels = inputs[f"case-{n}/labels"] if root else None
     result = scatter(comm, X, labels, root=case["root"])
     if not isinstance(result, tuple | list) or len(result) != 2:
         raise TypeError("scatter_batch must return (X_local, labels_local)")
     return {"X": _host(result[0], "X_local"), "labels": _host(result[1], "labels_local")}
 
 
-def run_allreduce(case: dict, comm: Any, submission: Path) -> dict[str, np.ndarray]:
+def run_allreduce(n: int, case: dict, comm: Any, submission: Path,
+                  inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from nnkit.mpi_train import DATA_MODULE
+    from nnkit.submission import load_function
+
     combine = load_function(submission, DATA_MODULE, "allreduce_gradients")
     rank = comm.Get_rank()
-    result = combine(comm, gradient_inputs(case, rank), case["n_local"][rank],
-                     sum(case["n_local"]))
+    grads = [inputs[f"case-{n}/g{i}"] for i in range(len(case["shapes"]))]
+    result = combine(comm, grads, case["n_local"][rank], sum(case["n_local"]))
     if not isinstance(result, tuple | list) or len(result) != len(case["shapes"]):
         raise TypeError(f"allreduce_gradients returned {type(result).__name__}, expected a "
                         f"list of {len(case['shapes'])} arrays")
     return {f"g{i}": _host(g, f"gradient {i}") for i, g in enumerate(result)}
 
 
-def run_ring(case: dict, comm: Any, submission: Path) -> dict[str, np.ndarray]:
+def run_ring(n: int, case: dict, comm: Any, submission: Path,
+             inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from mpi4py import MPI
 
-    from nnkit.collectives import CountingComm
+    from nnkit.collectives import call_point_to_point
+    from nnkit.mpi_train import RING_MODULE
+    from nnkit.submission import load_function
 
     ring = load_function(submission, RING_MODULE, "ring_allreduce")
-    buffer = ring_input(case, comm.Get_rank())
+    buffer = inputs[f"case-{n}/buffer"].copy()
     library = buffer.copy()
     comm.Allreduce(MPI.IN_PLACE, library, op=MPI.SUM)  # MPI's answer, for the comparison
-    counted = CountingComm(comm)
-    ring(counted, buffer)
-    return {"got": buffer, "mpi": library, "calls": np.array(sorted(counted.calls), dtype=str)}
+    count = call_point_to_point(ring, comm, buffer)
+    return {"got": buffer, "mpi": library,
+            "sent_to": np.array(count["sent_to"], dtype=np.int64),
+            "unknown": np.array(count["unknown"], dtype=np.int64),
+            "calls": np.array(sorted(count["calls"]), dtype=str),
+            "problems": np.array(count["problems"], dtype=str)}
 
 
-def _training(case: dict, comm: Any, submission: Path, every: int) -> dict[str, np.ndarray]:
-    from nnkit import dataset, network
+def _training(n: int, case: dict, comm: Any, submission: Path, inputs: dict[str, np.ndarray],
+              every: int) -> dict[str, np.ndarray]:
+    from nnkit import network
+    from nnkit.mnist import Split
     from nnkit.mpi_train import HostEngine, folder_functions, train_mpi
     from nnkit.training import TrainConfig
 
     rank = comm.Get_rank()
-    data = dataset.load(**case["data"]) if rank == 0 else None  # rank 0 holds the data
-    features = comm.bcast(data.features if rank == 0 else None, root=0)
+    # Rank 0 holds the training set (only its file has it); the others get their rows
+    # through the submission's scatter_batch.
+    data = Split(inputs["train/images"], inputs["train/labels"]) if rank == 0 else None
+    features = comm.bcast(data.images.shape[1] if rank == 0 else None, root=0)
     config = TrainConfig(**{**case["mode"], "hidden": tuple(case["mode"]["hidden"])})
     # The grader's network: the CPU reference on every rank, so that Part 3 is graded on
     # its own whatever the state of the submission's Part 2.
     engine = HostEngine(network.glorot_uniform(config.sizes(features), config.seed), config)
-    train_mpi(comm, engine, data.train if rank == 0 else None, config,
-              folder_functions(submission), average_every=every)
+    train_mpi(comm, engine, data, config, folder_functions(submission), average_every=every)
     return engine.host_params().named()
 
 
-def run_train(case: dict, comm: Any, submission: Path) -> dict[str, np.ndarray]:
-    return _training(case, comm, submission, 0)
+def run_train(n: int, case: dict, comm: Any, submission: Path,
+              inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return _training(n, case, comm, submission, inputs, 0)
 
 
-def run_average(case: dict, comm: Any, submission: Path) -> dict[str, np.ndarray]:
-    return _training(case, comm, submission, case["every"])
+def run_average(n: int, case: dict, comm: Any, submission: Path,
+                inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return _training(n, case, comm, submission, inputs, case["every"])
 
 
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
@@ -103,22 +157,56 @@ def _wait_for_all(comm: Any) -> None:
         time.sleep(0.002)
 
 
+def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any]:
+    """This rank's submission copy and inputs, then confinement (see the module's text).
+    Returns (submission, inputs, snapshot of the trusted modules)."""
+    home = Path(job["ranks_dir"]) / f"rank-{rank}"
+    inputs = read_inputs(home / "inputs.npz")
+    submission = (home / "submission").resolve()
+    scratch = home / "tmp"
+    scratch.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = str(scratch)
+    os.chdir(submission)
+    # The kit's modules, loaded before the submission can stand in for any of them; and
+    # numpy.random, which numpy loads on first use (the other workers have it from numba).
+    import numpy.random  # noqa: F401
+
+    import nnkit.collectives
+    import nnkit.mnist
+    import nnkit.mpi_train
+    import nnkit.network
+    import nnkit.submission
+    import nnkit.training  # noqa: F401
+    # Last on the path (the worker runs with -P): the submission's modules can import
+    # one another, and cannot stand in for an installed module.
+    sys.path.append(str(submission))
+    MPI.COMM_WORLD = RefusedWorld()  # the kit keeps its own reference (main's `world`)
+    return submission, inputs, confine(submission, Path(job["outdir"]), [scratch])
+
+
 def main(argv: list[str]) -> int:
     from mpi4py import MPI
 
-    job = json.loads(Path(argv[1]).read_text())
-    out, kind = Path(job["outdir"]), job["kind"]
-    submission = Path(job["submission"]).resolve()
     world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    job_file = Path(argv[1])
+    job = json.loads(job_file.read_text())
+    LIMITS.update(job.get("limits", {}))
+    out, run = Path(job["outdir"]), RUN[job["kind"]]  # taken before the submission runs
+    submission, inputs, snapshot = set_up(job, MPI, rank)
+    _wait_for_all(world)  # every rank has read the job and its inputs
+    if rank == 0:
+        job_file.unlink(missing_ok=True)
     for n, case in enumerate(job["cases"]):
-        if world.Get_rank() == 0:
+        if rank == 0:
             (out / f"case-{n}.started").write_text("")
-        inside = world.Get_rank() < case["ranks"]
-        comm = world.Split(0 if inside else MPI.UNDEFINED, world.Get_rank())
+        inside = rank < case["ranks"]
+        comm = world.Split(0 if inside else MPI.UNDEFINED, rank)
         if inside:
-            name = out / f"case-{n}-rank-{comm.Get_rank()}"
+            name = out / f"case-{n}-rank-{rank}"  # comm's rank: the job's, as key = rank
             try:
-                arrays = RUN[kind](case, comm, submission)
+                arrays = run(n, case, comm, submission, inputs)
+                snapshot.check()
                 np.savez(name.with_suffix(".npz"), **arrays)
             except BaseException as err:  # noqa: BLE001 - any failure of student code
                 # Written aside, then renamed: another rank's Abort may kill this one at
@@ -130,10 +218,20 @@ def main(argv: list[str]) -> int:
                 world.Abort(3)
             comm.Free()
         _wait_for_all(world)
-    if world.Get_rank() == 0:
-        (out / "done").write_text("")
+    try:
+        snapshot.check()
+    except BaseException as err:  # noqa: BLE001 - tampering after the last result
+        (out / f"rank-{rank}.err").write_text(describe_error(err, submission))
+        world.Abort(3)
+    (out / f"rank-{rank}.done").write_text("")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # Run as grader.worker.mpi, not as __main__: the trusted modules' check
+    # (grader/worker/tamper.py) watches the globals of the former, so a submission that
+    # rebinds one of this module's names (np, a run_* function) is caught before any result
+    # is written.
+    from grader.worker import mpi as worker
+
+    sys.exit(worker.main(sys.argv))

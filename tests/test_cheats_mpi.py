@@ -1,0 +1,127 @@
+"""Part 3 submissions that cheat (tests/cheats_mpi/, described in its README), graded in one
+run beside the solution and correct alternatives: each cheat earns nothing on the item it
+cheats in, with a message saying what happened, and keeps the points of the items it
+does not touch (its other module is the solution's); the solution and the alternatives
+(an Isend/Irecv ring, a Sendrecv ring with explicit counts, a pickled ring, Scatterv with
+mpi4py's [buf, (counts, displs), type] spec) get every point."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import mpi_cases
+from grader.scoring import DEFAULT_CONFIG
+from nnkit.collectives import find_mpiexec
+from tests.conftest import KIT_ROOT, run_kit
+from tests.test_cheats import _procs_of_uids
+
+CHEATS = Path(__file__).parent / "cheats_mpi"
+NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
+MODULES = ("mpi_1_data_parallel.py", "mpi_2_ring.py")
+LIMIT = 40  # seconds per MPI job: the solution's take 2-4 s, more on a busy 2-core machine
+# Uids of this test's jobs only (test_cheats.py uses the range below this one).
+UID_FIRST = 110000 + os.getpid() % 10000 * 4
+ALL = set(mpi_cases.ITEMS)
+
+# Each cheat: the items it must lose, and a fragment (a regular expression) of each
+# item's message. Every other item keeps its points.
+EXPECTED = {
+    "reexport_twins": {item: "NotImplementedError" for item in ALL},
+    "import_case_builders": {"mpi.ring": "imported a module graded code may not use"},
+    "rebuild_from_seeds": {"mpi.ring": "outside the float32 bound"},
+    "rebuild_training_rows": {"mpi.scatter": "cases fail",
+                              "mpi.data_parallel": "relative max-norm",
+                              "mpi.averaging": "relative max-norm"},
+    "read_other_rank": {"mpi.ring": "opened a file outside its folder.*inputs.npz"},
+    "ring_dup": {"mpi.ring": "comm.Dup: the ring item allows point-to-point messages only"},
+    "ring_allgather": {"mpi.ring": "comm.Allgather: the ring item allows point-to-point"},
+    "ring_bcast": {"mpi.ring": "comm.bcast: the ring item allows point-to-point"},
+    "ring_world": {"mpi.ring": "never MPI.COMM_WORLD"},
+    "ring_world_handle": {"mpi.ring": "on 4 rank.*sent 0 bytes.*must move at least"},
+    "ring_sends_nothing": {"mpi.ring": "outside the float32 bound"},
+    "forge_results": {"mpi.ring": "opened a file outside its folder.*/out/case-0-rank-0"},
+    "forge_by_rename": {"mpi.ring": "moved a file into or out of its folder"},
+    # Hydra kills the other ranks, or lets them wait for the one gone until the limit.
+    "exit_early": {"mpi.ring": "on 4 rank.*(stopped early|ended with status|did not "
+                               "complete|time limit)"},
+    "kill_other_rank": {"mpi.ring": "sent a signal to a process"},
+    "file_channel": {"mpi.ring": "opened a file outside its folder.*rank-\\d/tmp"},
+    "closure_snoop": {"mpi.ring": "no communicator found behind the wrapper"},
+    "tamper_count": {"mpi.ring": "changed the kit.*nnkit.collectives.message_bytes"},
+    "patch_worker": {"mpi.ring": "changed the kit.*grader.worker.mpi.np"},
+}
+HONEST = [n for n in NAMES if n.startswith("ok_")]
+
+pytestmark = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cheats-mpi")
+    out, subs = tmp / "out", tmp / "subs"
+    solution = shutil.copytree(KIT_ROOT / "solution", subs / "solution")
+    for name in NAMES:
+        folder = shutil.copytree(CHEATS / name, subs / name)
+        for module in MODULES:  # the module it does not cheat in: the solution's
+            if not (folder / module).exists():
+                shutil.copy(solution / module, folder / module)
+    config = DEFAULT_CONFIG.read_text()
+    for old, new in (("\nseconds = 90\n", f"\nseconds = {LIMIT}\n"),
+                     ("uid_first = 64000", f"uid_first = {UID_FIRST}"),
+                     ("uid_count = 64", "uid_count = 4")):
+        assert old in config
+        config = config.replace(old, new)
+    (tmp / "config.toml").write_text(config)
+    result = run_kit("grader", *(str(subs / n) for n in NAMES), str(solution),
+                     "--parts", "mpi", "--seed", "1", "--jobs", "2",
+                     "--config", str(tmp / "config.toml"), "--out", str(out))
+    leftovers = _procs_of_uids(UID_FIRST, 4)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    return {"reports": reports, "leftovers": leftovers, "stdout": result.stdout}
+
+
+def _items(graded, name) -> dict[str, dict]:
+    return {i["id"]: i for i in graded["reports"][name]["items"]}
+
+
+def test_every_folder_is_expected():
+    assert set(EXPECTED) | set(HONEST) == set(NAMES) and not set(EXPECTED) & set(HONEST)
+
+
+@pytest.mark.parametrize("name", ["solution", *HONEST])
+def test_the_solution_and_correct_alternatives_keep_every_point(graded, name):
+    items = _items(graded, name)
+    assert set(items) == ALL
+    for item in items.values():
+        assert item["points"] == item["max_points"] > 0, (item["id"], item["message"])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_cheat_loses_its_items_with_a_clear_message(graded, name):
+    items = _items(graded, name)
+    for item_id, item in items.items():
+        if item_id in EXPECTED[name]:
+            assert item["points"] == 0 and item["status"] == "fail", (item_id, item["message"])
+            assert re.search(EXPECTED[name][item_id], item["message"]), item["message"]
+        else:
+            assert item["points"] == item["max_points"], (item_id, item["message"])
+
+
+def test_the_ring_item_reports_the_bytes_each_rank_sent(graded):
+    ring = _items(graded, "solution")["mpi.ring"]
+    four = next(c for c in ring["checks"] if c["case"] == "100002 floats on 4 rank(s)")
+    sent = [int(x) for x in re.search(r"bytes sent by rank ([\d/]+)", four["message"])
+            .group(1).split("/")]
+    # Every chunk but two leaves each rank (see part3.ring_bytes_needed).
+    assert len(sent) == 4 and all(400008 <= b <= 2 * 400008 for b in sent), sent
+
+
+def test_no_process_of_the_jobs_is_left(graded):
+    assert not graded["leftovers"]
