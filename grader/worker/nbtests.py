@@ -98,10 +98,9 @@ class Recorder:
 
 
 def run(job: dict) -> None:
-    from grader.worker import guard, launches, tamper
-    from grader.worker.__main__ import kit_roots, read_roots
+    from grader.worker import launches
+    from grader.worker.common import confine
     from nnkit.backend import cuda, select
-    from nnkit.submission import package_name
 
     backend = select()
     del cuda  # numba loads before anything submitted can
@@ -116,10 +115,7 @@ def run(job: dict) -> None:
     checks._close = lambda *args, **kwargs: None
     counter = launches.Recorder(submission, backend.on_gpu)
     counter.install()
-    snapshot = tamper.Snapshot()
-    hook = guard.Guard(submission, kit_roots(), out / guard.GUARD_FILE,
-                       [Path(os.environ.get("TMPDIR", "/tmp"))], read_roots() + [submission])
-    hook.arm(package_name(submission))
+    snapshot = confine(submission, out, [Path(os.environ.get("TMPDIR", "/tmp"))])
     for number, call in enumerate(job["checks"]):
         try:
             fn = load_function(submission, call["module"], call["function"])
