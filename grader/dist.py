@@ -37,8 +37,10 @@ NAME = "nnkit-student"
 STUDENT_FILES = Path("grader") / "student_files"  # in the kit: the student README, ...
 # grader modules for instructors only: they read the solution, hold hidden checks, or
 # serve a course rather than a student.
+# (stubgen.py ships: the sandbox stubs nnkit's twins of student functions with it when it
+# stages a job; it holds no answer.)
 INSTRUCTOR_ONLY = {"dist.py", "distributed.py", "hidden_checks.py", "nbcourse.py",
-                   "notebook.py", "stubgen.py"}
+                   "notebook.py"}
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 LONG_LINE = 30  # solution lines at least this long are distinctive enough to search for
 
@@ -48,10 +50,12 @@ class LeakError(RuntimeError):
 
 
 def _copy_grader(kit: Path, dest: Path) -> None:
+    """The grader's student side, and its worker package (what runs in the jail) whole."""
     dest.mkdir(parents=True)
     for path in sorted((kit / "grader").iterdir()):
         if path.is_file() and path.suffix in (".py", ".toml") and path.name not in INSTRUCTOR_ONLY:
             shutil.copy(path, dest / path.name)
+    shutil.copytree(kit / "grader" / "worker", dest / "worker", ignore=SKIP)
 
 
 def build(out: Path = KIT_ROOT / "build" / "dist", kit: Path = KIT_ROOT) -> tuple[Path, Path]:
@@ -141,7 +145,7 @@ def find_leaks(root: Path, solution: Path) -> list[str]:
             elif found and len(found) >= min(2, len(long_lines)):
                 leaks.append(f"{where}: solution lines {found}")
         leaks += [f"{where}: hidden check {s[:60]!r}" for s in snippets if s in text]
-        if path.suffix == ".py" and path.parent.name == "grader":
+        if path.suffix == ".py" and "grader" in (path.parent.name, path.parent.parent.name):
             leaks += [f"{where}: imports instructor-only grader.{m}"
                       for m in _grader_imports(text) if f"{m}.py" in INSTRUCTOR_ONLY]
     return leaks
