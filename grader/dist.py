@@ -37,10 +37,8 @@ NAME = "nnkit-student"
 STUDENT_FILES = Path("grader") / "student_files"  # in the kit: the student README, ...
 # grader modules for instructors only: they read the solution, hold hidden checks, or
 # serve a course rather than a student.
-# (stubgen.py ships: the sandbox stubs nnkit's twins of student functions with it when it
-# stages a job; it holds no answer.)
 INSTRUCTOR_ONLY = {"dist.py", "distributed.py", "hidden_checks.py", "nbcourse.py",
-                   "notebook.py"}
+                   "notebook.py", "stubgen.py"}
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 LONG_LINE = 30  # solution lines at least this long are distinctive enough to search for
 
