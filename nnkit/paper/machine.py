@@ -1,0 +1,120 @@
+"""What the benchmark ran on, and the fastest matrix product each device manages.
+
+The peak GEMM rate is the roofline of the benchmark's GFLOP/s plots: the network is
+almost all matrix products, so no implementation can beat a large SGEMM of the best
+library on the same device by much, and the gap to it says how much is left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+from nnkit.paper.blas import blas_info, blas_threads, cores
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_name() -> str | None:
+    from nnkit.backend import select
+
+    backend = select()
+    return backend.detail if backend.on_gpu else None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def describe() -> dict:
+    """Date, CPU, cores, BLAS (from threadpoolctl), numba's threading, GPU, versions."""
+    import numba
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel function has run yet
+        layer = "not started"
+    return {
+        "date": datetime.date.today().isoformat(),
+        "host": platform.node(),
+        "cpu": cpu_model(),
+        "cores": cores(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "blas": blas_info(),
+        "numba_threads": numba.config.NUMBA_NUM_THREADS,
+        "numba_threading_layer": layer,
+        "gpu": gpu_name(),
+        "versions": {p: _version(p) for p in ("numpy", "numba", "numba-cuda", "threadpoolctl",
+                                             "cupy-cuda13x", "cupy-cuda12x", "torch")
+                     if _version(p)},
+        "python": platform.python_version(),
+    }
+
+
+def summary(machine: dict) -> str:
+    """One paragraph for the report."""
+    blas = ", ".join(f"{b['internal_api']} {b['version']} ({b.get('architecture', '?')}, "
+                     f"{b.get('threading_layer', '?')})" for b in machine["blas"]) or "none"
+    load = machine.get("load_average")
+    load_text = f", load {load[0]:.2f} at the start" if load else ""
+    return (f"{machine['date']}, {machine['cpu']}, {machine['cores']} cores{load_text}; "
+            f"BLAS: {blas}; numba {machine['versions'].get('numba')} "
+            f"({machine['numba_threading_layer']} threading); "
+            f"GPU: {machine['gpu'] or 'none'}")
+
+
+def cpu_peak(threads: int | None, n: int = 2048, repeats: int = 3) -> float:
+    """GFLOP/s of an n x n x n float32 matmul through NumPy's BLAS, best of `repeats`."""
+    rng = np.random.default_rng(0)
+    A, B = (rng.random((n, n), dtype=np.float32) for _ in range(2))
+    best = float("inf")
+    with blas_threads(threads):
+        A @ B  # warm-up: thread start, page faults
+        for _ in range(repeats):
+            start = time.perf_counter()
+            A @ B
+            best = min(best, time.perf_counter() - start)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def gpu_peak(n: int = 4096, repeats: int = 10) -> float:
+    """GFLOP/s of an n x n x n float32 cuBLAS matmul (CuPy), best of `repeats`."""
+    import cupy
+
+    A, B = (cupy.random.random((n, n), dtype=cupy.float32) for _ in range(2))
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    A @ B
+    best = float("inf")
+    for _ in range(repeats):
+        start.record()
+        A @ B
+        stop.record()
+        stop.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def peaks(quick: bool) -> dict[str, float]:
+    """{'CPU, 1 core': ..., 'CPU, N cores': ..., 'GPU': ...}: the rooflines."""
+    n = 1024 if quick else 2048
+    out = {"CPU, 1 core": cpu_peak(1, n), f"CPU, {cores()} cores": cpu_peak(None, n)}
+    if gpu_name():
+        out["GPU"] = gpu_peak(2048 if quick else 4096)
+    return out
