@@ -129,9 +129,8 @@ def available(impl: Impl) -> tuple[bool, str]:
 @contextmanager
 def threads_for(impl: Impl) -> Iterator[None]:
     """BLAS, numba and PyTorch threads as the implementation is meant to run."""
-    import numba
-
     from nnkit.paper.blas import blas_threads, cores
+    from nnkit.paper.jit import numba
 
     with ExitStack() as stack:
         stack.enter_context(blas_threads(impl.blas))

@@ -122,11 +122,16 @@ class Leapfrog:
                     gradient_at(depth, deltas[depth])
 
         futures = [self._pool.submit(thread, j) for j in range(1, self.k)] if self._pool else []
+        errors = []
         try:
             thread(0)
-        finally:
-            for f in futures:
-                f.result()
+        except Exception as err:  # noqa: BLE001 - raised below, once every thread is done
+            errors.append(err)
+        for f in futures:
+            if f.exception() is not None:
+                errors.append(f.exception())
+        if errors:  # the first is the cause (a failed chain makes the waiting threads fail)
+            raise errors[0]
         return network.Params(grads_W, grads_b)
 
 

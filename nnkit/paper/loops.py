@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from nnkit.paper.jit import njit
 
 CE, MSE = 0, 1
 LOSS_CODES = {"ce": CE, "mse": MSE}

@@ -45,7 +45,7 @@ def _version(package: str) -> str | None:
 
 def describe() -> dict:
     """Date, CPU, cores, BLAS (from threadpoolctl), numba's threading, GPU, versions."""
-    import numba
+    from nnkit.paper.jit import numba
 
     try:
         layer = numba.threading_layer()

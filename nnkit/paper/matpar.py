@@ -12,12 +12,11 @@ what blocking and vector kernels add on the same cores.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
 
 from nnkit import network
 from nnkit.paper.arraynet import ArrayRunner, Ops
+from nnkit.paper.jit import njit, numba, prange
 from nnkit.paper.loops import FASTMATH
 from nnkit.training import TrainConfig
 

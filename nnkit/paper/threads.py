@@ -12,13 +12,12 @@ gain from threads alone. numba's `prange` gives one share to each thread of its 
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
 
 from nnkit import network
 from nnkit.collectives import split_counts
 from nnkit.paper import loops
+from nnkit.paper.jit import njit, numba, prange
 from nnkit.paper.naive import LoopRunner
 from nnkit.training import TrainConfig
 
