@@ -13,7 +13,14 @@ import pytest
 
 from nnkit import network
 from nnkit.paper.blas import blas_threads
-from nnkit.paper.leapfrog import VARIANTS, HostStreams, Leapfrog, StreamLeapfrog, depths_of
+from nnkit.paper.leapfrog import (
+    VARIANTS,
+    HostStreams,
+    Leapfrog,
+    StreamLeapfrog,
+    depths_of,
+    plain_backward,
+)
 
 SIZES = {1: [7, 3], 2: [7, 6, 3], 3: [7, 6, 5, 3], 5: [9, 8, 7, 6, 5, 3]}
 
@@ -51,6 +58,15 @@ def test_leapfrog_equals_plain_backprop(k, variant, layers, loss):
         with Leapfrog(k, variant) as leap:
             for _ in range(3):  # the pool is reused from pass to pass
                 assert same(leap.backward(params, acts, labels, 0.3, loss), plain)
+
+
+@pytest.mark.parametrize("loss", network.LOSSES)
+@pytest.mark.parametrize("layers", sorted(SIZES))
+def test_timed_baseline_is_the_reference_backward(layers, loss):
+    params, acts, labels = problem(SIZES[layers])
+    with blas_threads(1):
+        plain, _ = network.backward(params, acts, labels, 0.3, loss)
+        assert same(plain_backward(params, acts, labels, 0.3, loss), plain)
 
 
 @pytest.mark.parametrize("layers", sorted(SIZES))

@@ -44,6 +44,23 @@ VARIANTS = ("paper", "pipelined")
 NUMPY = numpy_ops(np)
 
 
+def plain_backward(params: network.Params, acts: list[np.ndarray], labels: np.ndarray,
+                   lam: float, loss: str = "ce") -> network.Params:
+    """Plain backpropagation, one thread, with the same products as the leapfrogging
+    threads: nnkit.network.backward without evaluating J (whose L2 term squares every
+    weight in float64, work that a comparison of backward passes should not time)."""
+    weights = params.weights
+    _, dZ = output_delta(np, acts[-1], labels, loss)
+    grads_W: list[Any] = [None] * len(weights)
+    grads_b: list[Any] = [None] * len(weights)
+    for layer in range(len(weights) - 1, -1, -1):
+        grads_W[layer], grads_b[layer] = weight_gradient(NUMPY, dZ, acts[layer],
+                                                         weights[layer], lam)
+        if layer > 0:
+            dZ = delta_down(NUMPY, dZ, weights[layer], acts[layer])
+    return network.Params(grads_W, grads_b)
+
+
 def depths_of(thread: int, k: int, layers: int) -> list[int]:
     """The depths (0 = output layer) whose weight gradients thread `thread` of k computes."""
     return list(range(thread, layers, k))

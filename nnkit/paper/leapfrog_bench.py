@@ -9,8 +9,9 @@ batch of random data, with BLAS on one thread per call:
     f3  every layer's weight and bias gradients  (equations 6, 7)
 
 each the fastest of `repeats` timings, and f = f1 + f2 + f3. Then a forward pass plus
-plain backpropagation (nnkit.network.backward), and a forward pass plus leapfrogging with
-k = 1..4 threads in both variants. The paper predicts the saving on the whole pass as
+plain backpropagation (nnkit.paper.leapfrog.plain_backward: the reference's backward
+without evaluating the loss), and a forward pass plus leapfrogging with k = 1..4 threads in
+both variants. The paper predicts the saving on the whole pass as
 (1 - 1/k) f3 / f. Its model has k processors; on c < k cores the work cannot finish before
 work / c, so next to the formula stands the best these cores allow:
 
@@ -33,7 +34,7 @@ import numpy as np
 from nnkit import network
 from nnkit.paper.arraynet import delta_down, output_delta, weight_gradient
 from nnkit.paper.blas import blas_threads, cores
-from nnkit.paper.leapfrog import NUMPY, VARIANTS, Leapfrog
+from nnkit.paper.leapfrog import NUMPY, VARIANTS, Leapfrog, plain_backward
 from nnkit.progress import Progress
 
 INPUT, CLASSES = 784, 10
@@ -97,7 +98,7 @@ def measure_net(net: Net, batch: int, repeats: int, ks: list[int], lam: float = 
             "f1": lambda: network.forward(params, X),
             "f2": chain,
             "f3": weights,
-            "plain_backward": lambda: network.backward(params, acts, labels, lam),
+            "plain_backward": lambda: plain_backward(params, acts, labels, lam),
         }
         for key, runner in runners.items():
             jobs[key] = lambda r=runner: r.backward(params, acts, labels, lam)

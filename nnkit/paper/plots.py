@@ -56,6 +56,9 @@ def bench_figures(rows: list[dict], nets: list[str], peaks: dict[str, float], ou
                 if key.startswith("speedup"):
                     ax.axhline(1.0, color="#999999", lw=0.8)
                 ax.set_xscale("log", base=2)
+                batches = sorted({r["batch"] for r in rows if r["net"] == net})
+                ax.set_xticks(batches, [str(b) for b in batches])
+                ax.minorticks_off()
                 ax.set_yscale("log")
                 ax.set_xlabel("minibatch size")
                 ax.set_ylabel(label)
