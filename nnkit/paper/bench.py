@@ -136,7 +136,8 @@ def sweep(args: argparse.Namespace, chosen: list[impls.Impl], peaks: dict[str, f
             rate = flops.per_epoch(sizes, n, batch) / epoch / 1e9
             roof = _roofline(impl, peaks)
             rows.append({"net": f"Net-{net}", "sizes": sizes, "impl": impl.name,
-                         "batch": batch, "seconds_per_epoch": epoch, "gflops": rate,
+                         "device": impl.device, "batch": batch,
+                         "seconds_per_epoch": epoch, "gflops": rate,
                          "roofline": roof, "of_roofline": rate / peaks[roof] if roof else None,
                          "images": m.images, "steps": m.steps, "rounds": m.rounds,
                          "test_accuracy": m.test_accuracy, "budget_s": seconds})

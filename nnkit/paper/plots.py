@@ -28,8 +28,18 @@ def _series(rows: list[dict], net: str, key: str) -> dict[str, tuple[list, list]
     return out
 
 
+def _style(index: int, device: str) -> dict:
+    """A colour and marker of its own for each implementation; GPU ones dashed."""
+    from matplotlib import colormaps
+
+    return {"color": colormaps["tab20"](index % 20), "marker": MARKERS[index % len(MARKERS)],
+            "ls": "--" if device == "gpu" else "-"}
+
+
 def _save(fig, path: Path, title: str) -> None:
-    fig.suptitle(title.replace("$", r"\$"))
+    import textwrap
+
+    fig.suptitle("\n".join(textwrap.wrap(title.replace("$", r"\$"), 150)), fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
@@ -47,8 +57,10 @@ def bench_figures(rows: list[dict], nets: list[str], peaks: dict[str, float], ou
         for row, (key, label) in enumerate(keys):
             for col, net in enumerate(nets):
                 ax = axes[row][col]
-                for i, (impl, (xs, ys)) in enumerate(_series(rows, net, key).items()):
-                    ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], label=impl)
+                devices = {r["impl"]: r.get("device", "cpu") for r in rows}
+                order = list(dict.fromkeys(r["impl"] for r in rows))
+                for impl, (xs, ys) in _series(rows, net, key).items():
+                    ax.plot(xs, ys, label=impl, **_style(order.index(impl), devices[impl]))
                 if key == "gflops":
                     for j, (device, rate) in enumerate(peaks.items()):
                         ax.axhline(rate, ls="--", lw=1, color=f"C{(j + 7) % 10}",
@@ -64,7 +76,7 @@ def bench_figures(rows: list[dict], nets: list[str], peaks: dict[str, float], ou
                 ax.set_ylabel(label)
                 ax.set_title(f"{net}: {label}")
                 ax.grid(alpha=0.3, which="both")
-                ax.legend(fontsize=7)
+                ax.legend(fontsize=6, ncols=2)
         path = out / name
         _save(fig, path, subtitle)
         paths.append(path)
