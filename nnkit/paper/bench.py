@@ -175,6 +175,23 @@ def sweep_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def pivot_table(rows: list[dict], key: str, fmt: str) -> str:
+    """One Markdown table per net: implementations down, batch sizes across."""
+    lines = []
+    for net in dict.fromkeys(r["net"] for r in rows):
+        mine = [r for r in rows if r["net"] == net]
+        batches = sorted({r["batch"] for r in mine})
+        cell = {(r["impl"], r["batch"]): r.get(key) for r in mine}
+        lines += [f"| {net} | " + " | ".join(f"batch {b}" for b in batches) + " |",
+                  "| --- |" + " ---: |" * len(batches)]
+        for impl in dict.fromkeys(r["impl"] for r in mine):
+            values = [cell.get((impl, b)) for b in batches]
+            lines.append(f"| {impl} | " + " | ".join(
+                format(v, fmt) if v is not None else "–" for v in values) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def implementation_list(chosen: list[impls.Impl], skipped: list[str]) -> str:
     lines = [f"- `{i.name}`: {i.what} (serial counterpart: `{i.serial}`)" for i in chosen]
     lines += [f"- skipped: {s}" for s in skipped]
@@ -256,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(data.train)} training images a epoch, {len(data.test)} test images; "
                   f"loss {args.loss}, learning rate {args.lr}, λ {args.lam}; "
                   f"{rows[0]['budget_s'] if rows else '?'} s of training per cell.\n\n"
-                  f"{implementation_list(chosen, skipped)}\n\n{sweep_table(rows)}\n"
+                  f"{implementation_list(chosen, skipped)}\n\n"
+                  f"## Seconds per epoch\n\n{pivot_table(rows, 'seconds_per_epoch', '.4g')}\n"
+                  f"## Speedup over naive serial\n\n{pivot_table(rows, 'speedup_naive', '.1f')}\n"
+                  f"## Every figure\n\n{sweep_table(rows)}\n"
                   f"{profile.table(amdahl)}\n")
         (args.out / "bench.md").write_text(report)
         (args.out / "bench.json").write_text(json.dumps(

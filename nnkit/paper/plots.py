@@ -100,28 +100,36 @@ def tune_figure(rows: list[dict], path: Path, title: str) -> Path:
 
 
 def leapfrog_figure(rows: list[dict], path: Path, title: str) -> Path:
-    """Measured saving against the formula's, per net, for each k and variant."""
+    """Measured saving against the formula's, one panel per net, for each k and variant."""
     nets = list(dict.fromkeys(r["net"] for r in rows))
-    fig, axes = _figure(len(nets), width=4.0)
-    for col, net in enumerate(nets):
-        ax = axes[0][col]
+    cols = min(3, len(nets))
+    fig, axes = _figure(cols, rows=-(-len(nets) // cols), width=4.2, height=3.4)
+    for index, net in enumerate(nets):
+        ax = axes[index // cols][index % cols]
         mine = [r for r in rows if r["net"] == net]
         ks = sorted({r["k"] for r in mine})
-        first = mine[0]
-        ax.plot(ks, [100 * (1 - 1 / k) * first["f3"] / first["f"] for k in ks], "k--",
-                label="formula (1-1/k) f3/f")
+        for device, style in (("cpu", "k--"), ("gpu", "k:")):
+            pts = [r for r in mine if (r["variant"] == "streams") == (device == "gpu")]
+            if pts:
+                first = pts[0]
+                ax.plot(ks, [100 * (1 - 1 / k) * first["f3"] / first["f"] for k in ks], style,
+                        label=f"formula (1-1/k) f3/f, {device.upper()}")
         for i, variant in enumerate(dict.fromkeys(r["variant"] for r in mine)):
             pts = [r for r in mine if r["variant"] == variant]
             ax.plot([r["k"] for r in pts], [100 * r["saving"] for r in pts],
-                    marker=MARKERS[i], label=f"measured, {variant}")
-            ax.plot([r["k"] for r in pts], [100 * r["bound_saving"] for r in pts], ":",
-                    color=f"C{i}", label=f"best possible on these cores, {variant}")
+                    marker=MARKERS[i], color=f"C{i}", label=f"measured, {variant}")
+            if any(abs(r["bound_saving"] - r["predicted"]) > 1e-9 for r in pts):
+                ax.plot([r["k"] for r in pts], [100 * r["bound_saving"] for r in pts], ":",
+                        color=f"C{i}", label=f"best on these cores, {variant}")
         ax.axhline(0, color="#999999", lw=0.8)
         ax.set_xticks(ks)
-        ax.set_xlabel("threads k")
-        ax.set_ylabel("saving on forward + backward, %")
-        ax.set_title(net, fontsize=9)
+        ax.set_xlabel("threads or streams k")
+        ax.set_ylabel("saving on a pass, %")
+        ax.set_title(f"{net} (hidden layers x width)", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        if index == 0:
+            ax.legend(fontsize=6)
+    for index in range(len(nets), len(axes) * cols):
+        axes[index // cols][index % cols].set_visible(False)
     _save(fig, path, title)
     return path
