@@ -22,7 +22,7 @@ import numpy as np
 
 from nnkit import dataset, network
 from nnkit.paper import impls, machine, plots
-from nnkit.paper.bench import NETS, VAL_FRACTION
+from nnkit.paper.bench import NETS, load_data
 from nnkit.training import TrainConfig, train
 
 GRID = [0.001, 0.002, 0.01, 0.1, 0.5, 1.0]
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     nets = (args.nets or ("1h" if args.quick else "1h,2h")).split(",")
     epochs = args.epochs or (1 if args.quick else 3)
     limit = args.limit or (6000 if args.quick else None)
-    data = dataset.load(args.data, VAL_FRACTION, 0, limit=limit)
+    data = load_data(args.data, limit)
     base = TrainConfig((1,), args.batch, epochs, 0.1, args.lam, args.loss, 0)
     rows = []
     for net in nets:
