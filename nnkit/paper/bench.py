@@ -30,7 +30,7 @@ from pathlib import Path
 
 from nnkit import dataset, network
 from nnkit.paper import flops, impls, leapfrog_bench, machine, plots, profile
-from nnkit.paper.measure import measure
+from nnkit.paper.measure import measure_together
 from nnkit.progress import Progress
 from nnkit.training import TrainConfig
 
@@ -81,8 +81,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"default {FULL_BATCHES}")
     p.add_argument("--seconds", type=float, default=None,
                    help="training time per implementation and batch (default 5, quick 1)")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="the budget is cut into rounds; the fastest round counts")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="the budget is cut into rounds, taken in turn by the implementations; "
+                        "the fastest round counts (default 3, quick 2)")
     p.add_argument("--lr", type=float, default=0.5,
                    help="the kit's training default (97.97%% test accuracy on Net-1h)")
     p.add_argument("--lam", type=float, default=1e-4)
@@ -132,28 +133,33 @@ def sweep(args: argparse.Namespace, chosen: list[impls.Impl], peaks: dict[str, f
           data: dataset.Dataset) -> list[dict]:
     batches = args.batches or (QUICK_BATCHES if args.quick else FULL_BATCHES)
     seconds = args.seconds or (1.0 if args.quick else 5.0)
+    rounds = args.rounds or (2 if args.quick else 3)
     nets = [n.strip() for n in args.nets.split(",") if n.strip()]
     n = len(data.train)
     rows = []
-    cells = [(net, batch, impl) for net in nets for batch in batches for impl in chosen]
-    with Progress(len(cells), "bench") as bar:
-        for net, batch, impl in cells:
-            hidden = tuple(args.width or h for h in NETS[net])
-            config = TrainConfig(hidden, batch, 1, args.lr, args.lam, args.loss, seed=0)
-            sizes = config.sizes(data.features)
-            params = network.glorot_uniform(sizes, seed=0)
-            bar.show(f"Net-{net} batch {batch} {impl.name}")
-            m = measure(impl, params, config, data, seconds, args.rounds)
-            epoch = m.seconds_per_image * n
-            rate = flops.per_epoch(sizes, n, batch) / epoch / 1e9
-            roof = _roofline(impl, peaks)
-            rows.append({"net": f"Net-{net}", "sizes": sizes, "impl": impl.name,
-                         "device": impl.device, "batch": batch,
-                         "seconds_per_epoch": epoch, "gflops": rate,
-                         "roofline": roof, "of_roofline": rate / peaks[roof] if roof else None,
-                         "images": m.images, "steps": m.steps, "rounds": m.rounds,
-                         "test_accuracy": m.test_accuracy, "budget_s": seconds})
-            bar.update(f"Net-{net} batch {batch} {impl.name}: {epoch:.3g} s/epoch")
+    with Progress(len(nets) * len(batches) * len(chosen) * rounds, "bench") as bar:
+        for net in nets:
+            for batch in batches:
+                hidden = tuple(args.width or h for h in NETS[net])
+                config = TrainConfig(hidden, batch, 1, args.lr, args.lam, args.loss, seed=0)
+                sizes = config.sizes(data.features)
+                params = network.glorot_uniform(sizes, seed=0)
+                where = f"Net-{net} batch {batch}"
+                bar.show(f"{where}: starting")
+                found = measure_together(
+                    chosen, params, config, data, seconds, rounds,
+                    on_round=lambda impl, where=where: bar.update(f"{where} {impl.name}"))
+                for impl, m in zip(chosen, found, strict=True):
+                    epoch = m.seconds_per_image * n
+                    rate = flops.per_epoch(sizes, n, batch) / epoch / 1e9
+                    roof = _roofline(impl, peaks)
+                    rows.append({
+                        "net": f"Net-{net}", "sizes": sizes, "impl": impl.name,
+                        "device": impl.device, "batch": batch, "seconds_per_epoch": epoch,
+                        "gflops": rate, "roofline": roof,
+                        "of_roofline": rate / peaks[roof] if roof else None,
+                        "images": m.images, "steps": m.steps, "rounds": m.rounds,
+                        "test_accuracy": m.test_accuracy, "budget_s": seconds})
     add_ratios(rows)
     return rows
 
