@@ -28,12 +28,12 @@ HALF = np.float32(0.5)
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _sigmoid(z):
+def _sigmoid(z: float) -> float:
     return ONE / (ONE + math.exp(-z))
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _output_delta(z, label, loss, delta) -> float:
+def _output_delta(z: np.ndarray, label: int, loss: int, delta: np.ndarray) -> float:
     """delta <- dloss/dz for one example's logits z (no 1/n); returns the example's loss."""
     classes = z.shape[0]
     if loss == CE:
@@ -57,7 +57,9 @@ def _output_delta(z, label, loss, delta) -> float:
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def example_gradient(theta, layers, aoff, x, label, loss, acts, deltas, grad) -> float:
+def example_gradient(theta: np.ndarray, layers: np.ndarray, aoff: np.ndarray, x: np.ndarray,
+                     label: int, loss: int, acts: np.ndarray, deltas: np.ndarray,
+                     grad: np.ndarray) -> float:
     """Add one example's gradient (without 1/n and without the L2 term) to grad.
 
     acts and deltas are scratch buffers of Layout.act_size floats. Returns the loss."""
@@ -103,8 +105,9 @@ def example_gradient(theta, layers, aoff, x, label, loss, acts, deltas, grad) ->
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def share_gradient(theta, layers, aoff, X, labels, start, stop, loss, acts, deltas,
-                   grad) -> float:
+def share_gradient(theta: np.ndarray, layers: np.ndarray, aoff: np.ndarray, X: np.ndarray,
+                   labels: np.ndarray, start: int, stop: int, loss: int, acts: np.ndarray,
+                   deltas: np.ndarray, grad: np.ndarray) -> float:
     """grad <- the summed gradients of examples start..stop-1; returns their summed loss."""
     grad[:] = 0.0
     total = 0.0
@@ -115,7 +118,8 @@ def share_gradient(theta, layers, aoff, X, labels, start, stop, loss, acts, delt
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def apply_step(theta, grad, is_weight, inv_n, lam, lr) -> None:
+def apply_step(theta: np.ndarray, grad: np.ndarray, is_weight: np.ndarray, inv_n: float,
+               lam: float, lr: float) -> None:
     """grad <- grad / n (+ lam * W on weights); then theta <- theta - lr * grad."""
     for p in range(theta.shape[0]):
         g = grad[p] * inv_n

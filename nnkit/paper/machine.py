@@ -11,6 +11,7 @@ import datetime
 import os
 import platform
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def torch_peak(threads: int | None, n: int = 2048, repeats: int = 3) -> float | 
         return 2.0 * n ** 3 / _fastest(lambda: torch.mm(A, B), repeats) / 1e9
 
 
-def _fastest(fn, repeats: int) -> float:  # noqa: ANN001
+def _fastest(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm-up: thread start, page faults
     best = float("inf")
     for _ in range(repeats):

@@ -22,7 +22,7 @@ from nnkit.training import TrainConfig
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _abt(A, B, out):
+def _abt(A: np.ndarray, B: np.ndarray, out: np.ndarray) -> None:
     """out = A @ B.T; A (n, k), B (m, k): thread by thread over the m columns of out."""
     n, k = A.shape
     for j in prange(B.shape[0]):
@@ -34,7 +34,7 @@ def _abt(A, B, out):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _atb(A, B, out):
+def _atb(A: np.ndarray, B: np.ndarray, out: np.ndarray) -> None:
     """out = A.T @ B; A (n, m), B (n, k): thread by thread over the m rows of out."""
     n, k = B.shape
     for j in prange(A.shape[1]):
@@ -47,7 +47,7 @@ def _atb(A, B, out):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _ab(A, B, out, chunk):
+def _ab(A: np.ndarray, B: np.ndarray, out: np.ndarray, chunk: int) -> None:
     """out = A @ B; A (n, m), B (m, k): thread by thread over chunks of out's k columns
     (so that the innermost loop runs along rows of B and out)."""
     n, m = A.shape

@@ -28,8 +28,9 @@ def share_bounds(n: int, threads: int) -> np.ndarray:
 
 
 @njit(parallel=True, fastmath=loops.FASTMATH, cache=True)
-def parallel_gradient(theta, layers, aoff, X, labels, bounds, loss, acts, deltas,
-                      partial) -> float:
+def parallel_gradient(theta: np.ndarray, layers: np.ndarray, aoff: np.ndarray, X: np.ndarray,
+                      labels: np.ndarray, bounds: np.ndarray, loss: int, acts: np.ndarray,
+                      deltas: np.ndarray, partial: np.ndarray) -> float:
     """partial[0] <- the summed gradient of the batch; partial[t] is thread t's scratch.
 
     Returns the summed loss."""
