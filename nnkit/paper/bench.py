@@ -244,7 +244,8 @@ def _leapfrog_nets(text: str | None, quick: bool) -> list[leapfrog_bench.Net]:
     return nets
 
 
-def leapfrog(args: argparse.Namespace, describe: str) -> list[dict]:
+def leapfrog(args: argparse.Namespace) -> list[dict]:
+    info = machine.describe()
     nets = _leapfrog_nets(args.leapfrog_nets, args.quick)
     repeats = args.leapfrog_repeats or (3 if args.quick else 5)
     ks = [1, 2, 3, 4]
@@ -255,6 +256,7 @@ def leapfrog(args: argparse.Namespace, describe: str) -> list[dict]:
     else:
         print("leapfrog: no GPU here; the CUDA-streams version is measured on a GPU",
               file=sys.stderr)
+    describe = machine.summary(machine.finish(info))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "leapfrog.json").write_text(json.dumps(rows, indent=1))
     (args.out / "leapfrog.md").write_text(
@@ -279,16 +281,16 @@ def main(argv: list[str] | None = None) -> int:
         for line in skipped:
             print(f"bench: skipped {line}", file=sys.stderr)
         data = load_data(args.data, args.limit)
+        info = machine.describe()
         peaks, sources = machine.peaks(args.quick)
         rows = sweep(args, chosen, peaks, data)
-        info = machine.describe()
-        describe = machine.summary(info)
+        describe = machine.summary(machine.finish(info))
         roofs = "; ".join(f"{k} {v:,.0f} GFLOP/s ({sources[k]})" for k, v in peaks.items())
         amdahl = blas_profile(args, data) if {"blas-1", "blas-all"} <= {i.name for i in chosen} \
             else []
         report = (f"# The paper's comparison\n\n{describe}\n\n"
                   f"Rooflines (largest SGEMM rate measured in this run): {roofs}.\n\n"
-                  f"{len(data.train)} training images a epoch, {len(data.test)} test images; "
+                  f"{len(data.train)} training images an epoch, {len(data.test)} test images; "
                   f"loss {args.loss}, learning rate {args.lr}, λ {args.lam}; "
                   f"{rows[0]['budget_s'] if rows else '?'} s of training per cell.\n\n"
                   f"{implementation_list(chosen, skipped)}\n\n"
@@ -304,8 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                             describe)
         print(report)
     if args.what in ("leapfrog", "all"):
-        describe = machine.summary(machine.describe())
-        rows = leapfrog(args, describe)
+        rows = leapfrog(args)
         print(leapfrog_bench.table(rows))
     print(f"bench: {time.perf_counter() - started:.0f} s; results in {args.out}",
           file=sys.stderr)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,12 +47,6 @@ def _version(package: str) -> str | None:
 
 def describe() -> dict:
     """Date, CPU, cores, BLAS (from threadpoolctl), numba's threading, GPU, versions."""
-    from nnkit.paper.jit import numba
-
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel function has run yet
-        layer = "not started"
     return {
         "date": datetime.date.today().isoformat(),
         "host": platform.node(),
@@ -59,8 +54,8 @@ def describe() -> dict:
         "cores": cores(),
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "blas": blas_info(),
-        "numba_threads": numba.config.NUMBA_NUM_THREADS,
-        "numba_threading_layer": layer,
+        "numba_threads": _numba().config.NUMBA_NUM_THREADS,
+        "numba_threading_layer": _threading_layer(),
         "gpu": gpu_name(),
         "versions": {p: _version(p) for p in ("numpy", "numba", "numba-cuda", "threadpoolctl",
                                              "cupy-cuda13x", "cupy-cuda12x", "torch")
@@ -69,12 +64,34 @@ def describe() -> dict:
     }
 
 
+def _numba() -> Any:  # the numba module, imported once the backend is chosen
+    from nnkit.paper.jit import numba
+
+    return numba
+
+
+def _threading_layer() -> str:
+    try:
+        return _numba().threading_layer()
+    except ValueError:  # no parallel function has run yet
+        return "not started"
+
+
+def finish(machine: dict) -> dict:
+    """Add what is known only after the run: the load at its end, numba's threading."""
+    if hasattr(os, "getloadavg"):
+        machine["load_average_end"] = os.getloadavg()
+    machine["numba_threading_layer"] = _threading_layer()
+    return machine
+
+
 def summary(machine: dict) -> str:
     """One paragraph for the report."""
     blas = ", ".join(f"{b['internal_api']} {b['version']} ({b.get('architecture', '?')}, "
                      f"{b.get('threading_layer', '?')})" for b in machine["blas"]) or "none"
-    load = machine.get("load_average")
+    load, end = machine.get("load_average"), machine.get("load_average_end")
     load_text = f", load {load[0]:.2f} at the start" if load else ""
+    load_text += f" and {end[0]:.2f} at the end" if end else ""
     return (f"{machine['date']}, {machine['cpu']}, {machine['cores']} cores{load_text}; "
             f"BLAS: {blas}; numba {machine['versions'].get('numba')} "
             f"({machine['numba_threading_layer']} threading); "

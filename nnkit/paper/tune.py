@@ -97,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     limit = args.limit or (6000 if args.quick else None)
     data = load_data(args.data, limit)
     base = TrainConfig((1,), args.batch, epochs, 0.1, args.lam, args.loss, 0)
+    info = machine.describe()
     rows = []
     for net in nets:
         hidden = tuple(args.width or h for h in NETS[net.strip()])
         rows += run_grid(impl, data, f"Net-{net.strip()}", hidden, grid, base)
-    describe = machine.summary(machine.describe())
+    describe = machine.summary(machine.finish(info))
     report = (f"# Learning-rate grid\n\n{describe}\n\n{len(data.train)} training / "
               f"{len(data.val)} validation images (5:1), {len(data.test)} test images; "
               f"{args.impl}, loss {args.loss}, batch {args.batch}, λ {args.lam}, "
