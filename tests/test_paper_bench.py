@@ -13,7 +13,7 @@ TINY = ["--data", "sample", "--width", "16", "--out"]
 def test_bench_quick_end_to_end(tmp_path):
     result = run_kit("nnkit", "bench", "--quick", "--batches", "1,50", "--seconds", "0.2",
                      "--leapfrog-nets", "4x32", "--leapfrog-repeats", "1", *TINY,
-                     str(tmp_path), timeout=300)
+                     str(tmp_path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "bench.json").read_text())
     ran = {r["impl"] for r in report["rows"]}
@@ -37,7 +37,7 @@ def test_bench_quick_end_to_end(tmp_path):
 
 
 def test_tune_quick_end_to_end(tmp_path):
-    result = run_kit("nnkit", "tune", "--quick", *TINY, str(tmp_path), timeout=300)
+    result = run_kit("nnkit", "tune", "--quick", *TINY, str(tmp_path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((tmp_path / "tune.json").read_text())
     assert [r["lr"] for r in rows] == [0.001, 0.002, 0.01, 0.1, 0.5, 1.0]
