@@ -19,7 +19,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 COURSE ?= build/course
 
 .PHONY: help grade check test lint starter data train bench-gemm bench-train clean
-.PHONY: train-mpi bench-mpi
+.PHONY: train-mpi bench-mpi bench tune
 .PHONY: dist-student release sample-class autograde
 
 help:
@@ -32,6 +32,8 @@ help:
 	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
 	@echo "make train-mpi   train across NP=2 MPI ranks (IMPL=..., ARGS=...)"
 	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...)"
+	@echo "make bench       the paper's comparison and leapfrogging (ARGS=--quick: minutes)"
+	@echo "make tune        the paper's learning-rate grid on a 5:1 split (ARGS=--quick)"
 	@echo "make starter     regenerate starter/ from solution/"
 	@echo "make dist-student  what students receive: build/dist/nnkit-student(.tar.gz)"
 	@echo "make release     nbgrader course in COURSE=build/course, assignments generated"
@@ -104,6 +106,13 @@ train-mpi: $(SETUP)
 
 bench-mpi: $(SETUP)
 	$(PY) -m nnkit bench-mpi --json results/bench_mpi.json --plot results/bench_mpi.png $(ARGS)
+
+# The paper's comparison (handouts/part4-paper.md): tables and plots in results/paper/.
+bench: $(SETUP)
+	$(PY) -m nnkit bench --out results/paper $(ARGS)
+
+tune: $(SETUP)
+	$(PY) -m nnkit tune --out results/paper $(ARGS)
 
 clean:
 	rm -rf build grades results .pytest_cache

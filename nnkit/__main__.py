@@ -6,6 +6,9 @@
     train       train the network on MNIST (reference, solution, starter or a folder)
     bench-train seconds per epoch: the GPU network with each GEMM against PyTorch
     bench-mpi   MPI scaling: time per epoch, speedup and bytes sent over 1, 2, 4 ranks
+    bench       the paper's comparison: serial, threads, BLAS, GPU over batch sizes;
+                leapfrogging against its formula
+    tune        the paper's learning-rate grid on a 5:1 train/validation split
 """
 
 from __future__ import annotations
@@ -78,8 +81,21 @@ def cmd_bench_mpi(argv: list[str]) -> int:
     return main(argv)
 
 
+def cmd_bench(argv: list[str]) -> int:
+    from nnkit.paper.bench import main
+
+    return main(argv)
+
+
+def cmd_tune(argv: list[str]) -> int:
+    from nnkit.paper.tune import main
+
+    return main(argv)
+
+
 COMMANDS = {"info": cmd_info, "data": cmd_data, "bench-gemm": cmd_bench_gemm,
-            "train": cmd_train, "bench-train": cmd_bench_train, "bench-mpi": cmd_bench_mpi}
+            "train": cmd_train, "bench-train": cmd_bench_train, "bench-mpi": cmd_bench_mpi,
+            "bench": cmd_bench, "tune": cmd_tune}
 
 
 def main(argv: list[str] | None = None) -> int:
