@@ -27,12 +27,14 @@ gamma(K) stays below it for K up to 1600).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from grader.gemm_checks import describe_findings, read_findings
+from grader import safe_io
+from grader.gemm_checks import describe_findings, error_text, read_findings
 from grader.net_cases import build_inputs, layers
 from nnkit import network
 from nnkit.gemm_reference import FLT_MIN, UNIT_ROUNDOFF, gamma
@@ -152,16 +154,20 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
                findings_fail: bool = True) -> UnitOutcome:
     fn, text = case["function"], label(case)
     err_file, npz_file = outdir / f"unit-{n}.err", outdir / f"unit-{n}.npz"
-    if err_file.exists():
-        return UnitOutcome(fn, text, False, "raised " + err_file.read_text())
-    if not npz_file.exists():
+    if os.path.lexists(err_file):
+        return UnitOutcome(fn, text, False, "raised " + error_text(err_file))
+    if not os.path.lexists(npz_file):
         return UnitOutcome(fn, text, False, f"no result ({stopped})")
     inputs = build_inputs(case)
+    wanted = expected(case, inputs)
+    # Inputs as they came back, and outputs (at most float64 versions of the references)
+    size = safe_io.nbytes(*inputs.values(), *(ref for ref, _ in wanted.values()))
     try:
-        with np.load(npz_file, allow_pickle=False) as data:
-            got = {k: data[k] for k in data.files}
+        got = safe_io.load_npz(npz_file, max_bytes=safe_io.npz_cap(size),
+                               max_members=2 * (len(inputs) + len(wanted)) + 8)
     except (OSError, ValueError) as err:
-        return UnitOutcome(fn, text, False, f"unreadable result ({err})")
+        return UnitOutcome(fn, text, False,
+                           f"unreadable result ({safe_io.clean_text(err, 300)})")
     writes = WRITES.get(fn, set(inputs) if fn == "sgd_step" else set())
     if fn == "sgd_step":
         writes = {k for k in inputs if k[0] in "Wb" and k[1:].isdigit()}
@@ -170,7 +176,7 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
         if name not in writes and (after is None or after.tobytes() != before.tobytes()):
             return UnitOutcome(fn, text, False, f"modified its input {name}")
     problems = []
-    for name, (ref, tol) in expected(case, inputs).items():
+    for name, (ref, tol) in wanted.items():
         value = got.get(f"out:{name}")
         if value is None:
             problems.append(f"no output {name}")

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from grader import anticheat, sanitizer
 from grader.cases import GemmCase, correctness_cases, perf_cases
-from grader.gemm_checks import check_case, check_perf
+from grader.gemm_checks import check_case, check_perf, error_text
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
+from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
 from grader.worker import CUBLAS
 from nnkit.gemm import KERNELS
@@ -79,10 +80,11 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     stopped = run.stop_reason(_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
-        stopped = "could not load the module: " + load_error.read_text()
+        stopped = "could not load the module: " + error_text(load_error)
     outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail,
                            previous=cases[n - 1] if c.reuse and n else None)
                 for n, c in enumerate(cases)]
+    collapse_repeats(outcomes)  # an error text once per item, not once per case
     correct = all(o.passed for o in outcomes)
     item_id = f"gemm.{kernel}.correctness"
     failures = [o for o in outcomes if not o.passed]

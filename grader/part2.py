@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from grader import safe_io
+from grader.gemm_checks import error_text
 from grader.net_cases import FUNCTIONS, ITEMS, unit_cases
 from grader.net_checks import check_unit
 from grader.results import FAIL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
+from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
@@ -109,6 +113,7 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
+        collapse_repeats(mine)  # an error text once per item, not once per case
         failures = [o for o in mine if not o.passed]
         ok = not failures
         message = (f"all {len(mine)} cases within tolerance" if ok else
@@ -176,15 +181,16 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
 def _load_params(outdir: Path, m: int, ref: network.Params,
                  stopped: str) -> tuple[dict, str | None]:
     err_file, npz_file = outdir / f"train-{m}.err", outdir / f"train-{m}.npz"
-    if err_file.exists():
-        return {}, "training raised " + err_file.read_text()
-    if not npz_file.exists():
+    if os.path.lexists(err_file):
+        return {}, "training raised " + error_text(err_file)
+    if not os.path.lexists(npz_file):
         return {}, f"no parameters ({stopped})"
+    named = ref.named()
     try:
-        with np.load(npz_file, allow_pickle=False) as data:
-            got = {k: data[k] for k in data.files}
+        got = safe_io.load_npz(npz_file, names=set(named), max_members=len(named),
+                               max_bytes=safe_io.npz_cap(safe_io.nbytes(*named.values())))
     except (OSError, ValueError) as err:
-        return {}, f"unreadable parameters ({err})"
+        return {}, f"unreadable parameters ({safe_io.clean_text(err, 300)})"
     for key, value in ref.named().items():
         if key not in got:
             return {}, f"parameter {key} missing"
