@@ -64,9 +64,10 @@ def safe_name(name: str) -> str:
 
 
 def display_name(name: object) -> str:
-    """A name for the terminal and grades.csv: undecodable bytes as \\xNN, control
-    characters and escape sequences removed."""
-    return safe_io.clean_text(name, 200)
+    """A name for the terminal and grades.csv, on one line: undecodable bytes as \\xNN,
+    newlines and tabs as \\n and \\t, other control characters and escape sequences
+    removed."""
+    return safe_io.clean_text(name, 200).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def _cell(points: float | None, max_points: float, status: str) -> str:

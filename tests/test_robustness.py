@@ -202,10 +202,12 @@ def test_write_csv_with_a_name_that_is_not_utf8(tmp_path):
     name = os.fsdecode(b"caf\xe9")  # as os.listdir gives a Latin-1 folder name
     result = SubmissionResult(name, "/x", "sim", [ItemResult("gemm.naive.correctness", "t", 10,
                                                              10.0, "pass", "ok")])
-    report.write_csv([result], tmp_path / "grades.csv")
+    other = SubmissionResult(f"two\nlines{TITLE}", "/y", "sim", [])
+    report.write_csv([result, other], tmp_path / "grades.csv")
     rows = list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))
     assert rows[0]["submission"] == "caf\\xe9" and rows[0]["id"] == report.safe_name(name)
     assert rows[0]["total"] == "10"
+    assert rows[1]["submission"] == "two\\nlines"  # one line, no escape sequence
 
 
 # ---------------------------------------------------------------------------------------
