@@ -454,8 +454,8 @@ def test_no_control_sequence_reaches_the_terminal_or_the_reports(graded_class):
     texts = [graded_class["stdout"], graded_class["stderr"]]
     texts += [p.read_text(errors="replace") for p in graded_class["out"].rglob("*")
               if p.is_file() and p.suffix in (".json", ".md", ".html", ".csv")]
-    for text in texts:
-        for bad in ("\x1b", "\x07", "\x9b", "pwned"):
+    for text in texts:  # (the source line quoted in an error may spell them out: harmless)
+        for bad in ("\x1b", "\x07", "\x9b", "\x00"):
             assert bad not in text
 
 
