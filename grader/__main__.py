@@ -352,7 +352,12 @@ def _grade_all(submissions: list[Submission], parts: list[str], kernels: list[st
         result = SubmissionResult(sub.name, os.fsdecode(sub.folder or ""), backend.describe())
         for task in plan[sub.name]:
             result.items += items[sub.name][task.name]
-        data = book.add(result, sub.notes)
+        try:
+            data = book.add(result, sub.notes)
+        except OSError as err:  # a full disk, say: the others are still written
+            print(f"grader: could not write the report of {report.display_name(sub.name)} "
+                  f"({err})", file=sys.stderr)
+            return
         write_feedback([data], book.out)
         results.append(result)
 
