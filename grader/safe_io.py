@@ -148,15 +148,19 @@ def read_json(path: str | os.PathLike, max_bytes: int) -> object:
         raise UnsafeFile(f"{Path(path).name}: not valid JSON ({err})") from None
 
 
+# Messages that carry an error text (as the checks word them), not a verdict
+_ERROR_MESSAGE = re.compile(r"(?:rank \d+:? )?(?:raised |training raised |no result|unreadable)")
+
+
 def collapse_repeats(outcomes: list, min_chars: int = 80) -> None:
     """Outcomes (objects with .label and .message) of one item, where many cases failed
-    with the same long text (an error at import, say): the first keeps it, with "(the same
-    error in N more cases)", and the others point to it, so that the reports hold the
-    text once per item."""
+    with the same long error text (an error at import, say): the first keeps it, with "(the
+    same error in N more cases)", and the others point to it, so that the reports hold the
+    text once per item. Verdicts (a wrong element, a finding) are left as they are."""
     first: dict[str, object] = {}
     count: dict[str, int] = {}
     for outcome in outcomes:
-        if len(outcome.message) > min_chars:
+        if len(outcome.message) > min_chars and _ERROR_MESSAGE.match(outcome.message):
             first.setdefault(outcome.message, outcome)
             count[outcome.message] = count.get(outcome.message, 0) + 1
     for message, head in first.items():

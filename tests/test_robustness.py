@@ -173,11 +173,15 @@ def test_an_error_repeated_in_every_case_is_kept_once():
             self.label, self.message = label, message
 
     long = "raised ImportError: " + "y" * 3000
+    verdict = "all 4 elements within the float32 bound; the race and index checker found: " \
+              "k.py:3: negative-index on argument float32[2, 2] A (x2)"
     outcomes = [Outcome(f"case {n}", long) for n in range(8)] + [Outcome("last", "short")]
+    outcomes += [Outcome("v1", verdict), Outcome("v2", verdict)]
     safe_io.collapse_repeats(outcomes)
     assert outcomes[0].message == long + " (the same error in 7 more cases)"
     assert all(o.message == "the same error as case 0" for o in outcomes[1:8])
     assert outcomes[8].message == "short"
+    assert outcomes[9].message == outcomes[10].message == verdict  # a verdict, kept
 
 
 # ---------------------------------------------------------------------------------------
