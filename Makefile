@@ -18,7 +18,7 @@ OUT ?= grades
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 COURSE ?= build/course
 
-.PHONY: help grade check test lint starter data train bench-gemm bench-train clean
+.PHONY: help grade check test lint starter data train bench-gemm bench-train clean distclean
 .PHONY: train-mpi bench-mpi bench tune
 .PHONY: dist-student release sample-class autograde
 
@@ -39,6 +39,8 @@ help:
 	@echo "make release     nbgrader course in COURSE=build/course, assignments generated"
 	@echo "make sample-class  three sample submissions into COURSE/submitted/"
 	@echo "make autograde   the kit grades COURSE/submitted (test cells too) -> COURSE/gradebook.csv"
+	@echo "make clean       remove build outputs (never the nbgrader course or grades)"
+	@echo "make distclean   also remove build/, COURSE (nbgrader submissions, gradebook.db), grades/, results/"
 	@echo "Options: PY=python3 (use an existing interpreter), OUT=grades, SUBMISSIONS=..."
 
 $(VENV)/.installed: pyproject.toml
@@ -114,5 +116,11 @@ bench: $(SETUP)
 tune: $(SETUP)
 	$(PY) -m nnkit tune --out results/paper $(ARGS)
 
+# Build outputs only: the nbgrader course (build/course: submissions, gradebook.db) and
+# the grades stay; `make distclean` removes them too.
 clean:
-	rm -rf build grades results .pytest_cache
+	rm -rf build/examples build/bugs build/notebooks build/dist build/check .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -not -path './.venv/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf build $(COURSE) grades results

@@ -108,6 +108,8 @@ def scan(folder: Path, module: str) -> list[Finding]:
     """Library matrix products in `module` of the submission folder and in the modules of
     the folder it imports, transitively. A module that does not parse yields nothing
     (the worker reports the syntax error)."""
+    from grader import safe_io
+
     folder = Path(folder)
     findings: list[Finding] = []
     todo, seen = [module], set()
@@ -117,9 +119,10 @@ def scan(folder: Path, module: str) -> list[Finding]:
         if name in seen or path.is_symlink() or not path.is_file():
             continue
         seen.add(name)
-        try:
-            tree = ast.parse(path.read_text(errors="replace"), filename=str(path))
-        except (SyntaxError, ValueError):
+        try:  # a regular file within what jobs get (1 MiB, grader/submissions.py)
+            text = safe_io.read_bytes(path, 1 << 20).decode(errors="replace")
+            tree = ast.parse(text, filename=str(path))
+        except (SyntaxError, ValueError, OSError):
             continue
         scanner = _Scanner(path.name)
         scanner.visit(tree)
@@ -130,16 +133,19 @@ def scan(folder: Path, module: str) -> list[Finding]:
 
 def read_hits(outdir: Path) -> list[Finding]:
     """What the worker's traps recorded (a malformed line is skipped)."""
+    from grader import safe_io
+
     hits = []
-    try:
-        lines = (Path(outdir) / RECORD).read_text(errors="replace").splitlines()
-    except OSError:
+    try:  # at most 100 lines are used: 256 KiB of them is plenty
+        data, _ = safe_io.read_head(Path(outdir) / RECORD, 256 << 10)
+    except (OSError, ValueError):
         return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
     for line in lines[:100]:
         try:
             data = json.loads(line)
-            hits.append(Finding(str(data["what"])[:200], str(data["file"])[:200],
-                                int(data["line"])))
+            hits.append(Finding(safe_io.clean_text(data["what"], 200),
+                                safe_io.clean_text(data["file"], 200), int(data["line"])))
         except (ValueError, KeyError, TypeError):
             continue
     return hits

@@ -19,7 +19,6 @@ ranks on one machine split its GPUs between them: run at most one rank per GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -35,25 +34,28 @@ def share(submissions: list[str], shard: int, shards: int) -> list[str]:
     return sorted(submissions)[shard::shards]
 
 
-def _load(path: Path) -> SubmissionResult:
-    data = json.loads(path.read_text())
+def _load(data: dict) -> SubmissionResult:
     items = [ItemResult(**{k: v for k, v in item.items() if k in ItemResult.__annotations__})
              for item in data["items"]]
-    return SubmissionResult(data["name"], data["path"], data["backend"], items)
+    return SubmissionResult(data["name"], data.get("path", ""), data.get("backend", ""), items)
 
 
 def merge(out: Path) -> list[SubmissionResult]:
-    """Combine every <out>/shard-*/ into the reports of one run, in <out>."""
-    from grader.__main__ import write_feedback
+    """Combine every <out>/shard-*/ into the reports of one run, in <out> (merged with
+    what <out> already holds, as a single run would)."""
+    from grader.__main__ import write_class_reports
 
+    book = report.Gradebook(out)
     results = []
     for path in sorted(out.glob("shard-*/*.json")):
-        result = _load(path)
-        report.write_json(result, out / path.name)
-        results.append(result)
+        data = report.read_report(path)
+        if data is None:
+            continue
+        data["id"] = path.stem
+        book.add({**data, "notes": list(data.get("notes") or [])})
+        results.append(_load(data))
+    write_class_reports(book, rebuild_all=True)
     results.sort(key=lambda r: r.name)
-    report.write_csv(results, out / "grades.csv")
-    write_feedback(results, out)
     return results
 
 

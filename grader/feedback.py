@@ -31,7 +31,9 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
+from grader.report import safe_name
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS
+from grader.safe_io import clean_text
 
 CELL_LIMIT = 200  # characters of a message shown in a table cell
 NORM_KEYS = ("relative_max_norm", "relative_l2_norm")
@@ -39,20 +41,15 @@ NORM_KEYS = ("relative_max_norm", "relative_l2_norm")
 # ---------------------------------------------------------------------------------------------
 # Text: results can hold anything a student's code printed or raised.
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# C0 controls but newline and tab, and the bidi overrides that could reorder what follows
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 # '_' inside a word (gemm_naive) is never emphasis, so it stays as it is for legibility
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+NOTES = 20  # notes of a submission shown
 
 
 def clean(text: object) -> str:
-    """`text` as a printable str: lone surrogates (valid in JSON, not in UTF-8) become '?';
-    terminal colour codes, bidi overrides and control characters but newline and tab go."""
-    s = "" if text is None else str(text)
-    s = s.encode("utf-8", "replace").decode("utf-8")
-    s = s.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub("", _ANSI.sub("", s))
+    """`text` as a printable str (safe_io.clean_text): undecodable bytes as \\xNN, terminal
+    escape sequences, bidi overrides and control characters but newline and tab gone."""
+    return clean_text(text)
 
 
 def shorten(text: object, limit: int = CELL_LIMIT) -> str:
@@ -226,7 +223,12 @@ def normalize(result: dict) -> dict:
     graded = [it for it in items if it["points"] is not None]
     total = finite(result.get("total"))
     max_total = finite(result.get("max_total"))
+    notes = result.get("notes") if isinstance(result.get("notes"), list) else []
+    raw_id = result.get("id")
     return {
+        "id": raw_id if isinstance(raw_id, str) and safe_name(raw_id) == raw_id
+        else safe_name(str(result.get("name") or "submission")),
+        "notes": [clean_text(n, 2000) for n in notes[:NOTES]],
         "name": clean(result.get("name") or "submission"),
         "path": clean(result.get("path") or ""),
         "backend": clean(result.get("backend") or "unknown"),
@@ -564,6 +566,8 @@ def render_markdown(result: dict, plots: list[list[Plot]], rel: str) -> str:
     note = not_graded_note(result)
     if note:
         out += [f"> **Note:** {md_inline(note)}", ""]
+    for extra in result["notes"]:
+        out += [f"> **Note:** {md_inline(extra)}", ""]
     items = result["items"]
     if not items:
         return "\n".join([*out, "No items were graded.", ""])
@@ -692,6 +696,8 @@ def render_html(result: dict, plots: list[list[Plot]], rel: str) -> str:
     note = not_graded_note(result)
     if note:
         out.append(f'<p class="note"><b>Note:</b> {esc(note)}</p>')
+    for extra in result["notes"]:
+        out.append(f'<p class="note"><b>Note:</b> {esc(extra)}</p>')
     items = result["items"]
     if not items:
         out.append("<p>No items were graded.</p>")
@@ -715,14 +721,14 @@ def write_feedback(result: dict, out_dir: Path) -> tuple[Path, Path]:
     """Write `<name>.md` and `<name>.html` for one submission's result (the dict of
     SubmissionResult.to_json()), with their plots in `<name>_files/`; return the two paths.
 
-    `<name>` is the submission name made safe as a file name (see file_stem). PNG files
+    `<name>` is the submission's id (report.safe_name: unique, stable, safe). PNG files
     left in `<name>_files/` by an earlier call are removed first, so the folder holds only
     the plots of this result; it is not created when no item has data to plot.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = normalize(result)
-    stem = file_stem(data["name"])
+    stem = data["id"]
     folder = out_dir / f"{stem}_files"
     for old in folder.glob("*.png"):
         old.unlink()

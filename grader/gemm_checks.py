@@ -6,12 +6,13 @@ against what the grader rebuilds on its own side from the case description.
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from grader import safe_io
 from grader.cases import GemmCase, Operands, build_operands
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, error_bound, gamma, reference
@@ -74,13 +75,43 @@ def compare_result(case: GemmCase, ops: Operands, C_after: np.ndarray) -> tuple[
     return False, msg, ratio
 
 
+FINDINGS_BYTES = 1 << 20  # the checker keeps at most 50 findings: some 20 KB
+FINDINGS_KEPT = 50
+TIMINGS_BYTES = 1 << 20
+
+
+def _finding(raw: object) -> dict | None:
+    """A finding as plain scalars (strings cut and cleaned), or None if it is not one."""
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for key, value in list(raw.items())[:20]:
+        key = safe_io.clean_text(key, 40)
+        if isinstance(value, bool | int | float) or value is None:
+            out[key] = value
+        elif isinstance(value, list) and len(value) <= 8 and all(
+                isinstance(v, int | str) and not isinstance(v, bool) for v in value):
+            out[key] = [safe_io.clean_text(v, 40) if isinstance(v, str) else v for v in value]
+        else:
+            out[key] = safe_io.clean_text(value, 200)
+    return out
+
+
 def read_findings(path: Path) -> list[dict]:
-    """What the simulator's race and index checker wrote for one case (empty if nothing)."""
+    """What the simulator's race and index checker wrote for one case (empty if nothing);
+    a file that is not what the checker writes counts as a finding."""
     try:
-        found = json.loads(path.read_text()) if path.exists() else []
-    except ValueError:
-        return [{"describe": "unreadable findings file"}]
-    return found if isinstance(found, list) else []
+        found = safe_io.read_json(path, FINDINGS_BYTES)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as err:
+        return [{"kind": "unreadable findings file", "describe": safe_io.clean_text(err, 200)}]
+    if not isinstance(found, list):
+        return []
+    kept = [f for f in map(_finding, found[:FINDINGS_KEPT]) if f is not None]
+    if len(found) > FINDINGS_KEPT:
+        kept.append({"kind": f"{len(found) - FINDINGS_KEPT} more findings not shown"})
+    return kept
 
 
 def describe_findings(found: list[dict]) -> str:
@@ -92,6 +123,12 @@ def _describe_finding(f: dict) -> str:
     return f"{where}: {f.get('kind', '?')} on {f.get('array', '?')} (x{f.get('count', 1)})"
 
 
+# What a case's and a timed case's result files may hold (grader/worker/gemm.py).
+CASE_ARRAYS = frozenset({"A", "B", "C", "launch:own", "launch:other", "replay:A", "replay:B",
+                         "replay:C", "replay-missing:A", "replay-missing:B",
+                         "replay-missing:C"})
+PERF_ARRAYS = frozenset({"C", "samples", "extra_C", "launch:own", "launch:other", "replay:C",
+                         "replay-missing:C"})
 NO_KERNEL = ("the call launched none of the submission's kernels: the result must be "
              "computed by your own kernels on the device")
 NOT_REPRODUCED = ("the result is not what the kernels the call launched compute (the grader "
@@ -130,17 +167,19 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
     submission's own kernels, and a `replayed` case must be reproduced by them."""
     label = case.label()
     err_file, npz_file = outdir / f"case-{n}.err", outdir / f"case-{n}.npz"
-    if err_file.exists():
-        return CaseOutcome(label, False, "raised " + err_file.read_text())
-    if not npz_file.exists():
+    if os.path.lexists(err_file):
+        return CaseOutcome(label, False, "raised " + error_text(err_file))
+    if not os.path.lexists(npz_file):
         return CaseOutcome(label, False, f"no result ({stopped})")
     ops = build_operands(case, secret)
     try:
-        with np.load(npz_file, allow_pickle=False) as npz:
-            data = {k: npz[k] for k in npz.files}
+        # The buffers after the call and, replayed, again; the launch counts.
+        data = safe_io.load_npz(npz_file, names=CASE_ARRAYS, max_members=len(CASE_ARRAYS),
+                                max_bytes=2 * safe_io.npz_cap(safe_io.nbytes(
+                                    ops.A_buf, ops.B_buf, ops.C_buf)))
         A_after, B_after, C_after = data["A"], data["B"], data["C"]
     except (OSError, ValueError, KeyError) as err:
-        return CaseOutcome(label, False, f"unreadable result ({err})")
+        return CaseOutcome(label, False, f"unreadable result ({_reason(err)})")
     for name, before, after in (("A", ops.A_buf, A_after), ("B", ops.B_buf, B_after)):
         if not _same_bits(before, after):
             return CaseOutcome(label, False, f"modified its input {name}")
@@ -179,20 +218,23 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int =
     launches, replayed, reproduce its result."""
     label = case.label()
     err_file = outdir / f"perf-{n}.err"
-    if err_file.exists():
-        return PerfOutcome(label, None, "raised " + err_file.read_text())
+    if os.path.lexists(err_file):
+        return PerfOutcome(label, None, "raised " + error_text(err_file))
     try:
-        raw = json.loads((outdir / f"perf-{n}.json").read_text())
+        raw = safe_io.read_json(outdir / f"perf-{n}.json", TIMINGS_BYTES)
         timings = Timings(_positive_floats(raw["host"]), _positive_floats(raw["device"]))
         launches = raw.get("launches", [])
-        with np.load(outdir / f"perf-{n}.npz", allow_pickle=False) as npz:
-            data = {k: npz[k] for k in npz.files}
+        ops = build_operands(case, secret)
+        rows = sample_positions(case, perf_seed)[0].size
+        calls = max(len(timings.host), len(timings.device or []))
+        data = safe_io.load_npz(outdir / f"perf-{n}.npz", names=PERF_ARRAYS,
+                                max_members=len(PERF_ARRAYS), max_bytes=safe_io.npz_cap(
+                                    3 * ops.C_buf.nbytes + 4 * (calls + 1) * rows))
         C_after, samples, extra_C = data["C"], data["samples"], data["extra_C"]
     except FileNotFoundError:
         return PerfOutcome(label, None, f"no timing ({stopped})")
     except (OSError, ValueError, KeyError, TypeError) as err:
-        return PerfOutcome(label, None, f"unreadable timing ({err})")
-    ops = build_operands(case, secret)
+        return PerfOutcome(label, None, f"unreadable timing ({_reason(err)})")
     calls = samples.shape[0] if samples.ndim == 2 else 0
     factors = call_factors(perf_seed + n, max(calls, len(timings.host)) + 1)
     if own_code and (len(launches) != calls or not all(
@@ -260,10 +302,22 @@ def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int
     return ""
 
 
+def error_text(path: Path) -> str:
+    """What the worker (or the submission) wrote as the error of a case, capped."""
+    try:
+        return safe_io.read_text(path, safe_io.ERROR_CHARS) or "an exception"
+    except (OSError, ValueError) as err:
+        return f"an exception (its text unreadable: {_reason(err)})"
+
+
+def _reason(err: BaseException) -> str:
+    return safe_io.clean_text(err, 300)
+
+
 def _positive_floats(values: object) -> list[float] | None:
     if values is None:
         return None
-    if not isinstance(values, list) or not values or not all(
+    if not isinstance(values, list) or not values or len(values) > 10_000 or not all(
             isinstance(v, float) and v > 0 for v in values):
         raise ValueError("timings must be a non-empty list of positive numbers")
     return values

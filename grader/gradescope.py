@@ -134,6 +134,7 @@ def gradescope_results(result: dict, *, visibility: str = "visible",
     note = not_graded_note(data)
     if note:
         output.append(note)
+    output += [f"Note: {n}" for n in data["notes"]]
     out = {
         "score": round(sum(t["score"] for t in tests), 4),
         "output": "\n".join(output),

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from grader import safe_io
 from nnkit.checks import MODULES as FUNCTION_MODULES
 
+NOTEBOOK_BYTES = 16 << 20  # a notebook larger than this is not read
 MODULES = set(FUNCTION_MODULES.values())  # the student modules, named by nnkit.checks
 
 
@@ -45,7 +47,8 @@ def _module_of(cell: dict) -> str | None:
 def notebook_modules(path: Path) -> dict[str, str]:
     """Module name -> module text, from the tagged code cells of one notebook."""
     try:
-        notebook = json.loads(Path(path).read_text())
+        # A regular file within the cap: never a FIFO or a device, which would block
+        notebook = json.loads(safe_io.read_bytes(path, NOTEBOOK_BYTES).decode())
         cells = notebook["cells"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise NotebookError(f"{path}: not a readable notebook ({err})") from err

@@ -15,9 +15,10 @@ from grader.cases import (
     perf_cases,
     replayed_cases,
 )
-from grader.gemm_checks import check_case, check_perf
+from grader.gemm_checks import check_case, check_perf, error_text
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
+from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
 from grader.worker import CUBLAS, guard
 from nnkit.gemm import KERNELS
@@ -107,11 +108,12 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     stopped = run.stop_reason(_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
-        stopped = "could not load the module: " + load_error.read_text()
+        stopped = "could not load the module: " + error_text(load_error)
     outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail,
                            previous=cases[n - 1] if c.reuse and n else None,
                            secret=config.secret, replayed=n in replay)
                 for n, c in enumerate(cases)]
+    collapse_repeats(outcomes)  # an error text once per item, not once per case
     correct = all(o.passed for o in outcomes)
     stopped_by_guard = refused(run)
     item_id = f"gemm.{kernel}.correctness"

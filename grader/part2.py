@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from grader import anticheat
+from grader import anticheat, safe_io
 from grader.cases import derived, replayed_cases
-from grader.gemm_checks import NOT_REPRODUCED
+from grader.gemm_checks import NOT_REPRODUCED, error_text
 from grader.net_cases import (
     BACKPROP_MODULE,
     FUNCTIONS,
@@ -24,6 +25,7 @@ from grader.net_checks import check_unit
 from grader.part1 import refused
 from grader.results import FAIL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
+from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
@@ -127,6 +129,7 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
+        collapse_repeats(mine)  # an error text once per item, not once per case
         failures = [o for o in mine if not o.passed]
         verdict = rules[BACKPROP_MODULE if item_id in BACKPROP_ITEMS else KERNELS_MODULE]
         problem = stopped_by_guard or verdict.failure
@@ -251,15 +254,16 @@ def _audit_problem(outdir: Path, m: int) -> str | None:
 def _load_params(outdir: Path, m: int, ref: network.Params,
                  stopped: str) -> tuple[dict, str | None]:
     err_file, npz_file = outdir / f"train-{m}.err", outdir / f"train-{m}.npz"
-    if err_file.exists():
-        return {}, "training raised " + err_file.read_text()
-    if not npz_file.exists():
+    if os.path.lexists(err_file):
+        return {}, "training raised " + error_text(err_file)
+    if not os.path.lexists(npz_file):
         return {}, f"no parameters ({stopped})"
+    named = ref.named()
     try:
-        with np.load(npz_file, allow_pickle=False) as data:
-            got = {k: data[k] for k in data.files}
+        got = safe_io.load_npz(npz_file, names=set(named), max_members=len(named),
+                               max_bytes=safe_io.npz_cap(safe_io.nbytes(*named.values())))
     except (OSError, ValueError) as err:
-        return {}, f"unreadable parameters ({err})"
+        return {}, f"unreadable parameters ({safe_io.clean_text(err, 300)})"
     for key, value in ref.named().items():
         if key not in got:
             return {}, f"parameter {key} missing"

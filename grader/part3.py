@@ -41,6 +41,7 @@ smallest normal float32 for results that underflow):
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from dataclasses import dataclass
@@ -48,10 +49,12 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import mpi_cases
+from grader import mpi_cases, safe_io
+from grader.gemm_checks import error_text
 from grader.part2 import AGREEMENT_TOL, relative_norms
 from grader.results import FAIL, NOT_GRADED, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
+from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from grader.worker import guard
 from nnkit import network
@@ -65,6 +68,9 @@ from nnkit.collectives import (
     split_counts,
 )
 from nnkit.gemm_reference import FLT_MIN, gamma
+
+RANK_BYTES = 16 << 20  # what one rank's result may hold (the largest case: some 1.2 MB)
+RANK_ARRAYS = 32
 
 # --------------------------------------------------------------------------------------
 # Running an MPI job
@@ -241,18 +247,18 @@ def _rank_results(run: MpiRun, n: int, ranks: int,
     """Every rank's arrays for case n, or None and why not."""
     for r in range(ranks):
         err = run.outdir / f"case-{n}-rank-{r}.err"
-        if err.exists():
-            return None, f"rank {r} raised {err.read_text() or 'an exception'}"
+        if os.path.lexists(err):
+            return None, f"rank {r} raised {error_text(err)}"
     results = []
     for r in range(ranks):
         path = run.outdir / f"case-{n}-rank-{r}.npz"
-        if not path.exists():
+        if not os.path.lexists(path):
             return None, f"rank {r}: {run.missing(n, limit)}"
         try:
-            with np.load(path, allow_pickle=False) as data:
-                results.append({k: data[k] for k in data.files})
+            results.append(safe_io.load_npz(path, max_bytes=RANK_BYTES,
+                                            max_members=RANK_ARRAYS))
         except (OSError, ValueError) as err:
-            return None, f"rank {r}: unreadable result ({err})"
+            return None, f"rank {r}: unreadable result ({safe_io.clean_text(err, 300)})"
     return results, None
 
 
@@ -482,6 +488,7 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
         except (KeyError, ValueError, TypeError, IndexError) as err:
             passed, message = False, f"malformed result ({type(err).__name__}: {err})"
         outcomes.append(Outcome(name, passed, message))
+    collapse_repeats(outcomes)  # an error text once per item, not once per case
     failures = [o for o in outcomes if not o.passed]
     stopped, incomplete = refused(run), run.incomplete(limit)
     ok = not failures and not stopped and not incomplete

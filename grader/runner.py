@@ -4,14 +4,17 @@ The worker runs from a throw-away copy of the submission, in a fresh session and
 group, under grader/sandbox.py's confinement (a uid of its own, namespaces and resource
 limits, as far as the machine allows). When it ends or runs out of time, every process of
 the job is killed, and only then are its results copied, as plain files, to a folder the
-job never had access to: the grader reads them from there.
+job never had access to: the grader reads them from there, through grader/safe_io.py.
+
+Every running job is registered here, so that `stop_all` (the grader's SIGINT and SIGTERM
+handler) kills them all at once (the sandbox's `kill`: process group, PID namespace and
+uid) and no new one starts after it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,10 +25,42 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import gpus, sandbox
+from grader import gpus, safe_io, sandbox
+from grader.submissions import copy_submission
 from grader.worker import guard
 
+__all__ = ["WorkerRun", "copy_submission", "run_worker", "stop_all", "stopping"]
+
 OUTPUT_TAIL = 3000  # characters of the worker's output kept for the feedback
+STATUS_BYTES = 64 << 10  # worker.json
+INTERRUPTED = "the grading run was interrupted (SIGINT or SIGTERM) before this job ended"
+
+# The jobs running now: id(proc) -> (sandbox, process), for stop_all.
+_live: dict[int, tuple[sandbox.Sandbox, subprocess.Popen]] = {}
+_live_lock = threading.RLock()  # reentrant: stop_all may run in a signal handler
+_stopping = threading.Event()
+
+
+def stop_all() -> int:
+    """Kill every running job and refuse to start new ones (for SIGINT and SIGTERM);
+    returns how many jobs were killed. The threads waiting on them then return as usual,
+    and their temporary folders are removed by their owners."""
+    with _live_lock:
+        _stopping.set()
+        live = list(_live.values())
+    for box, proc in live:
+        box.kill(proc)
+    return len(live)
+
+
+def stopping() -> bool:
+    """Whether stop_all was called (results of jobs ending now are not to be trusted)."""
+    return _stopping.is_set()
+
+
+def reset() -> None:
+    """Start new jobs again (a new grading run in the same process)."""
+    _stopping.clear()
 
 
 @dataclass
@@ -39,6 +74,8 @@ class WorkerRun:
 
     def stop_reason(self, limit: float) -> str:
         """Why results may be missing, in words for the feedback."""
+        if self.returncode == STOPPED:
+            return INTERRUPTED
         if self.timed_out:
             return f"stopped after the {limit:g} s time limit"
         if self.returncode == guard.GUARD_STATUS:
@@ -64,11 +101,7 @@ class WorkerRun:
         return line
 
 
-def copy_submission(src: Path, dest: Path) -> Path:
-    """A private working copy of the submission's Python files and data."""
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"),
-                    symlinks=True)
-    return dest
+STOPPED = -1000  # WorkerRun.returncode of a job never started: the run is stopping
 
 
 _announced = threading.Event()
@@ -114,13 +147,23 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
         log_path = box.private / "output.log"
         with open(log_path, "wb") as log:
             start = time.perf_counter()
-            proc = subprocess.Popen(box.command(argv, cwd), cwd=workdir, env=box.env,
-                                    stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            with _live_lock:
+                if _stopping.is_set():
+                    proc = None
+                else:
+                    proc = subprocess.Popen(box.command(argv, cwd), cwd=workdir, env=box.env,
+                                            stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    _live[id(proc)] = (box, proc)
+            if proc is None:
+                return WorkerRun(outdir, STOPPED, False, INTERRUPTED, None, 0.0)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
+            finally:
+                with _live_lock:
+                    _live.pop(id(proc), None)
             box.kill(proc)  # also anything the submission left running in the background
             proc.wait()
             seconds = time.perf_counter() - start
@@ -128,16 +171,18 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
             prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
         text = _tail(log_path)
     backend = None
-    status = results / "worker.json"
-    if status.exists():
-        try:
-            backend = json.loads(status.read_text()).get("backend")
-        except (ValueError, AttributeError):
-            backend = None
+    try:
+        status = safe_io.read_json(results / "worker.json", STATUS_BYTES)
+        if isinstance(status, dict) and isinstance(status.get("backend"), str):
+            backend = safe_io.clean_text(status["backend"], 200)
+    except (OSError, ValueError):
+        backend = None
     return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds)
 
 
 def _tail(path: Path) -> str:
+    """The end of the job's output, decoded and stripped of terminal control sequences."""
     with open(path, "rb") as f:
         f.seek(max(0, os.path.getsize(path) - 4 * OUTPUT_TAIL))
-        return f.read().decode(errors="replace")[-OUTPUT_TAIL:]
+        text = safe_io.clean_text(f.read().decode(errors="replace"))
+    return text[-OUTPUT_TAIL:]

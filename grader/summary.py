@@ -16,7 +16,6 @@ from matplotlib.figure import Figure
 
 from grader.feedback import (
     esc,
-    file_stem,
     html_page,
     html_table,
     md_inline,
@@ -58,7 +57,7 @@ def summarize(results: list[dict]) -> dict:
     nothing was graded), statistics of the totals in points and in percent of max_total,
     and per item its pass rate (None where no submission had it graded)."""
     data = [normalize(r) for r in results]
-    subs = [{"name": d["name"], "total": d["total"], "max_total": d["max_total"],
+    subs = [{"name": d["name"], "id": d["id"], "total": d["total"], "max_total": d["max_total"],
              "percent": 100 * d["total"] / d["max_total"] if d["max_total"] > 0 else None}
             for d in data]
     percents = [s["percent"] for s in subs if s["percent"] is not None]
@@ -122,8 +121,8 @@ def _markdown(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
     rows = []
     for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
         cells = [md_inline(c) for c in r]
-        if s["name"] in feedback:
-            cells[0] = f"[{cells[0]}]({quote(feedback[s['name']])})"
+        if s["id"] in feedback:
+            cells[0] = f"[{cells[0]}]({quote(feedback[s['id']])})"
         rows.append(cells)
     out += ["## Submissions", "", md_table(_SUB_HEADERS, rows, {1, 2, 3}), ""]
     return "\n".join(out)
@@ -143,7 +142,7 @@ def _html(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
             html_table(_ITEM_HEADERS, _item_rows(summary), {2, 3, 4, 5})]
     rows = []
     for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
-        link = feedback.get(s["name"])
+        link = feedback.get(s["id"])
         r[0] = f'<a href="{quote(link)}">{esc(r[0])}</a>' if link else esc(r[0])
         rows.append(r)
     out += ["<h2>Submissions</h2>", html_table(_SUB_HEADERS, rows, {1, 2, 3}, raw={0})]
@@ -154,7 +153,7 @@ def write_summary(results: list[dict], out_dir: Path) -> Path:
     """Write summary.md, summary.html and the histogram summary_totals.png (when any
     submission had points graded) to `out_dir`; return the path of summary.html.
 
-    Submissions whose feedback report `<name>.html` (write_feedback) is already in
+    Submissions whose feedback report `<id>.html` (write_feedback) is already in
     `out_dir` are linked to it.
     """
     out_dir = Path(out_dir)
@@ -167,9 +166,9 @@ def write_summary(results: list[dict], out_dir: Path) -> Path:
     if percents:
         _histogram(percents, plot_path)
         plot = plot_path.name
-    stems = {s["name"]: file_stem(s["name"]) for s in summary["submissions"]}
-    html_links = {n: f"{st}.html" for n, st in stems.items() if (out_dir / f"{st}.html").exists()}
-    md_links = {n: f"{st}.md" for n, st in stems.items() if (out_dir / f"{st}.md").exists()}
+    ids = [s["id"] for s in summary["submissions"]]  # report.safe_name: never "summary"
+    html_links = {i: f"{i}.html" for i in ids if (out_dir / f"{i}.html").exists()}
+    md_links = {i: f"{i}.md" for i in ids if (out_dir / f"{i}.md").exists()}
     (out_dir / "summary.md").write_text(_markdown(summary, plot, md_links), encoding="utf-8")
     html_path = out_dir / "summary.html"
     html_path.write_text(_html(summary, plot, html_links), encoding="utf-8")
