@@ -41,7 +41,8 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip() != "0"
 
 
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-ordered array (what an interface that omits them means)."""
     strides, step = [], itemsize
     for extent in reversed(shape):
         strides.append(step)
@@ -60,7 +61,7 @@ def array_fields(array: Any) -> list[int]:
         cai = array.__cuda_array_interface__
         shape, ptr = tuple(cai["shape"]), cai["data"][0]
         itemsize = np.dtype(cai["typestr"]).itemsize
-        strides = cai.get("strides") or _c_strides(shape, itemsize)
+        strides = cai.get("strides") or c_strides(shape, itemsize)
     size = 1
     for extent in shape:
         size *= extent

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from nnkit.fastlaunch import c_strides
+
 FULL, COUNT = "full", "count"
 
 
@@ -143,7 +145,7 @@ class Memory:
         if isinstance(cai, dict):
             dtype = np.dtype(cai["typestr"])
             shape = tuple(int(s) for s in cai["shape"])
-            strides = cai.get("strides") or _c_strides(shape, dtype.itemsize)
+            strides = cai.get("strides") or c_strides(shape, dtype.itemsize)
             return int(cai["data"][0]), shape, tuple(int(s) for s in strides), dtype, "device"
         return None
 
@@ -241,14 +243,6 @@ class Memory:
         if self.on_gpu and isinstance(value, self.cupy.ndarray):
             return value.get()
         return np.array(value, copy=True)
-
-
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
 
 
 # ---------------------------------------------------------------------------------------
