@@ -153,6 +153,8 @@ def sweep(args: argparse.Namespace, chosen: list[impls.Impl], peaks: dict[str, f
                     chosen, params, config, data, seconds, rounds,
                     on_round=lambda impl, where=where: bar.update(f"{where} {impl.name}"))
                 for impl, m in zip(chosen, found, strict=True):
+                    if m is None:
+                        continue
                     epoch = m.seconds_per_image * n
                     rate = flops.per_epoch(sizes, n, batch) / epoch / 1e9
                     roof = _roofline(impl, peaks)
