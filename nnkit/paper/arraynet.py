@@ -79,13 +79,14 @@ def backward(ops: Ops, weights: list, acts: list, labels: Any, lam: float,
              loss: str) -> tuple[list, list, Any]:
     """(grads_W, grads_b, per-sample losses), as network.backward (without the L2 value)."""
     losses, dZ = output_delta(ops.xp, acts[-1], labels, loss)
-    grads_W, grads_b = [None] * len(weights), [None] * len(weights)
-    for layer in range(len(weights) - 1, -1, -1):
-        grads_W[layer], grads_b[layer] = weight_gradient(ops, dZ, acts[layer], weights[layer],
-                                                         lam)
+    weight_grads, bias_grads = [], []
+    for layer in reversed(range(len(weights))):  # output layer first; reversed at the end
+        dW, db = weight_gradient(ops, dZ, acts[layer], weights[layer], lam)
+        weight_grads.append(dW)
+        bias_grads.append(db)
         if layer > 0:
             dZ = delta_down(ops, dZ, weights[layer], acts[layer])
-    return grads_W, grads_b, losses
+    return weight_grads[::-1], bias_grads[::-1], losses
 
 
 class ArrayRunner:

@@ -74,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--impls", default=None,
                    help="comma-separated subset of " + ", ".join(impls.IMPLS) +
                         " (default: all; those that cannot run here are skipped)")
+    p.add_argument("--network", default=None,
+                   help="whose Part 2 network the gpu-* implementations run: solution "
+                        "(default where the kit has it), starter, or a folder")
     p.add_argument("--nets", default="1h,2h", help="1h, 2h")
     p.add_argument("--width", type=int, default=None,
                    help="hidden width instead of 1024 (small runs and tests)")
@@ -150,6 +153,8 @@ def sweep(args: argparse.Namespace, chosen: list[impls.Impl], peaks: dict[str, f
                     chosen, params, config, data, seconds, rounds,
                     on_round=lambda impl, where=where: bar.update(f"{where} {impl.name}"))
                 for impl, m in zip(chosen, found, strict=True):
+                    if m is None:
+                        continue
                     epoch = m.seconds_per_image * n
                     rate = flops.per_epoch(sizes, n, batch) / epoch / 1e9
                     roof = _roofline(impl, peaks)
@@ -276,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.network:
+        impls.use_network(args.network)
     if args.what in ("sweep", "all"):
         chosen, skipped = choose(args.impls)
         for line in skipped:

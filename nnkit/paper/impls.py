@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nnkit import network
+from nnkit.submission import KIT_ROOT, SubmissionError, resolve
 from nnkit.training import TrainConfig
 
 Factory = Callable[[network.Params, TrainConfig], Any]
@@ -31,6 +32,7 @@ class Impl:
     numba: int | None = None  # numba threads while measured (None: all cores)
     torch: int | None = None  # PyTorch threads (None: its default)
     needs: str = ""  # "", "gpu", "torch", "torch-gpu"
+    part2: bool = False  # runs the Part 2 network of a folder (see use_network)
 
 
 def _naive(params: network.Params, config: TrainConfig) -> Any:
@@ -57,11 +59,22 @@ def _blas(params: network.Params, config: TrainConfig) -> Any:
     return blas.runner(params, config)
 
 
+# Whose Part 2 network the gpu-* implementations run: the solution where the kit has it
+# (the instructors' copy), else the student's starter/ (the student kit has no solution).
+_network = {"impl": "solution" if (KIT_ROOT / "solution").is_dir() else "starter"}
+
+
+def use_network(impl: str) -> None:
+    """Run the gpu-* implementations with this folder's network ('solution', 'starter' or
+    a path)."""
+    _network["impl"] = impl
+
+
 def _solution(gemm: str) -> Factory:
     def make(params: network.Params, config: TrainConfig) -> Any:
         from nnkit.paper import gpu
 
-        return gpu.solution_runner(gemm, params, config)
+        return gpu.solution_runner(gemm, params, config, _network["impl"])
 
     return make
 
@@ -95,13 +108,13 @@ IMPLS: dict[str, Impl] = {i.name: i for i in [
     Impl("torch-cpu", "torch-cpu-1", "cpu", "PyTorch on the CPU, all cores", _torch("cpu"),
          needs="torch"),
     Impl("gpu-naive", "naive", "gpu", "solution kernels, naive GEMM", _solution("naive"),
-         needs="gpu"),
+         needs="gpu", part2=True),
     Impl("gpu-shared", "naive", "gpu", "solution kernels, shared-memory GEMM",
-         _solution("shared"), needs="gpu"),
+         _solution("shared"), needs="gpu", part2=True),
     Impl("gpu-register", "naive", "gpu", "solution kernels, register-blocked GEMM",
-         _solution("register"), needs="gpu"),
+         _solution("register"), needs="gpu", part2=True),
     Impl("gpu-cublas", "naive", "gpu", "solution kernels, cuBLAS GEMM", _solution("cublas"),
-         needs="gpu"),
+         needs="gpu", part2=True),
     Impl("cupy", "blas-1", "gpu", "CuPy: cuBLAS products, CuPy elementwise kernels", _cupy,
          needs="gpu"),
     Impl("torch-gpu", "torch-cpu-1", "gpu", "PyTorch on the GPU", _torch("cuda"),
@@ -119,6 +132,11 @@ def available(impl: Impl) -> tuple[bool, str]:
         backend = select()
         if not backend.on_gpu:
             return False, f"no GPU ({backend.detail}); to be measured on a GPU"
+        if impl.part2:
+            try:
+                resolve(_network["impl"])
+            except SubmissionError as err:
+                return False, str(err)
     if impl.needs.startswith("torch"):
         from nnkit.paper.torch_impl import available as torch_available
 

@@ -49,16 +49,13 @@ def plain_backward(params: network.Params, acts: list[np.ndarray], labels: np.nd
     """Plain backpropagation, one thread, with the same products as the leapfrogging
     threads: nnkit.network.backward without evaluating J (whose L2 term squares every
     weight in float64, work that a comparison of backward passes should not time)."""
-    weights = params.weights
     _, dZ = output_delta(np, acts[-1], labels, loss)
-    grads_W: list[Any] = [None] * len(weights)
-    grads_b: list[Any] = [None] * len(weights)
-    for layer in range(len(weights) - 1, -1, -1):
-        grads_W[layer], grads_b[layer] = weight_gradient(NUMPY, dZ, acts[layer],
-                                                         weights[layer], lam)
+    by_depth = []
+    for layer in reversed(range(len(params.weights))):
+        by_depth.append(weight_gradient(NUMPY, dZ, acts[layer], params.weights[layer], lam))
         if layer > 0:
-            dZ = delta_down(NUMPY, dZ, weights[layer], acts[layer])
-    return network.Params(grads_W, grads_b)
+            dZ = delta_down(NUMPY, dZ, params.weights[layer], acts[layer])
+    return network.Params([w for w, _ in by_depth[::-1]], [b for _, b in by_depth[::-1]])
 
 
 def depths_of(thread: int, k: int, layers: int) -> list[int]:
