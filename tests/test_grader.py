@@ -25,7 +25,8 @@ def bundled(tmp_path_factory):
     bugs do not touch; tests/test_mpi_grader.py grades it for the solution, the starter
     and the MPI bugs. Leaving it out here saves some three minutes of `make test`.)"""
     out = tmp_path_factory.mktemp("grades")
-    result = run_kit("grader", "--parts", "gemm,net", "--out", str(out), "--jobs", "2")
+    result = run_kit("grader", "--parts", "gemm,net", "--out", str(out), "--jobs", "2",
+                     timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     return out, result.stdout, reports
