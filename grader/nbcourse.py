@@ -625,8 +625,9 @@ def write_gradebook(course: Path, assignments: list[str], students: list[str],
     """DIR/gradebook.csv: nbgrader's score per assignment, the kit's items, the totals."""
     with open(course / "kit_grades" / "grades.csv", newline="") as f:
         kit = {row["submission"]: row for row in csv.DictReader(f)}
-    items = [k for k in next(iter(kit.values()), {}) if k not in ("submission", "total",
-                                                                     "max_total")]
+    # The kit's grades.csv also names each submission's report id and grading date.
+    items = [k for k in next(iter(kit.values()), {}) if k not in (
+        "submission", "id", "graded", "total", "max_total")]
     header = ["student"]
     for a in assignments:
         header += [f"nbgrader:{a}", f"nbgrader:{a}:max"]
