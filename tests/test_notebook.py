@@ -144,14 +144,15 @@ def test_the_grader_takes_a_notebook_as_a_submission(tmp_path):
 
 
 def test_two_notebooks_of_one_name_are_extracted_apart(tmp_path):
-    from grader.__main__ import _from_notebook
+    from grader.submissions import from_notebook
 
     folders = []
     for student, value in (("a", 1), ("b", 2)):
         (tmp_path / student).mkdir()
         cells = [{"cell_type": "code", "metadata": {"nnkit": {"module": "gemm_1_naive"}},
                   "source": f"A = {value}", "outputs": []}]
-        folders.append(_from_notebook(
-            write_notebook({"cells": cells}, tmp_path / student / "hw.ipynb")))
+        folders.append(from_notebook(
+            write_notebook({"cells": cells}, tmp_path / student / "hw.ipynb"),
+            tmp_path).folder)
     assert folders[0] != folders[1] and folders[0].name == folders[1].name == "hw"
     assert [(f / "gemm_1_naive.py").read_text() for f in folders] == ["A = 1\n", "A = 2\n"]
