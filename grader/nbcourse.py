@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from grader import examples, gpus, integrity, runner, sandbox
+from grader import examples, gpus, integrity, runner, safe_io, sandbox
 from grader.nbextract import NotebookError, extract
 from grader.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
@@ -336,12 +336,12 @@ class Replay:
         self.calls += 1
         error = self.outdir / f"{name}.err"
         if error.is_file():
-            raise _NotRun(error.read_text(errors="replace"))
+            raise _NotRun(safe_io.read_text(error, 2000))
         meta = self.outdir / f"{name}.json"
         if not meta.is_file():
             raise _NotRun(f"no result for this case ({self.stopped})")
         try:
-            tree = json.loads(meta.read_text())
+            tree = safe_io.read_json(meta, 4 << 20)
             if self.kernels and not tree.get("own_launches"):
                 raise _NotRun("the call launched none of the submission's kernels: the "
                               "result must be computed by your own kernels on the device")
@@ -364,7 +364,7 @@ def replay_cell(cell: CheckCell, outdir: Path | None, stopped: str, first: int =
     for number, call in enumerate(cell.checks, start=first):
         load_error = outdir / f"load-{number}.err" if outdir else None
         if outdir is None or load_error.is_file():
-            why = load_error.read_text(errors="replace") if outdir else stopped
+            why = safe_io.read_text(load_error, 2000) if outdir else stopped
             error = f"{FUNCTION_MODULES[call.function]}.py could not be loaded: {why}"
             return CellResult(0.0, printed.getvalue(), error)
         cases = None if call.cases is None else [tuple(c) for c in call.cases]

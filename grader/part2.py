@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -232,7 +231,7 @@ def _audit_problem(outdir: Path, m: int) -> str | None:
     """Did every training call launch the submission's kernels, and did the calls
     recorded in full replay to the same outputs?"""
     try:
-        raw = json.loads((outdir / f"train-{m}.json").read_text()[:1_000_000])
+        raw = safe_io.read_json(outdir / f"train-{m}.json", 4 << 20)
         silent, audits = raw["silent"], raw["audits"]
     except (OSError, ValueError, KeyError, TypeError):
         return "no record of the training calls"

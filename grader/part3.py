@@ -138,7 +138,7 @@ class MpiRun:
         for r in range(self.ranks):
             err = self.outdir / f"rank-{r}.err"
             if err.exists():
-                said.append(f"rank {r}: {err.read_text()[:600]}")
+                said.append(f"rank {r}: {safe_io.read_text(err, 600)}")
         if said:
             return "; ".join(said)
         if self.returncode != 0:
