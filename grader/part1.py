@@ -59,15 +59,6 @@ def perf_seed(config: Config, kernel: str) -> int:
     return derived(config.secret, "perf", kernel) % (2**31)
 
 
-def refused(run) -> str:
-    """'' or why the job's guard stopped the submission (grader/worker/guard.py)."""
-    found = guard.read_refusals(run.outdir)
-    if not found:
-        return ""
-    return ("the grader stopped the submission: it " + guard.describe(found[0])
-            + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
-
-
 def _limit(config: Config, on_gpu: bool) -> float:
     return config.seconds_gpu if on_gpu else config.seconds_simulator
 
@@ -115,7 +106,7 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
                 for n, c in enumerate(cases)]
     collapse_repeats(outcomes)  # an error text once per item, not once per case
     correct = all(o.passed for o in outcomes)
-    stopped_by_guard = refused(run)
+    stopped_by_guard = guard.stop_message(run.outdir)
     item_id = f"gemm.{kernel}.correctness"
     failures = [o for o in outcomes if not o.passed]
     if stopped_by_guard:

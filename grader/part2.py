@@ -21,11 +21,11 @@ from grader.net_cases import (
     unit_cases,
 )
 from grader.net_checks import check_unit
-from grader.part1 import refused
 from grader.results import FAIL, PASS, ItemResult
 from grader.runner import copy_submission, run_worker
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
+from grader.worker import guard
 from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
 from nnkit.training import ReferenceRunner, TrainConfig, train
@@ -122,7 +122,7 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail, config.secret,
                            n in replay)
                 for n, c in enumerate(cases)]
-    stopped_by_guard = refused(run)
+    stopped_by_guard = guard.stop_message(run.outdir)
     rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
              for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     items = []
@@ -184,7 +184,8 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
                       "modes": plan.modes, "audit_calls": audit}, workdir,
                      _limit(config, on_gpu), on_gpu)
-    stopped = refused(run) or run.stop_reason(_limit(config, on_gpu))
+    stopped_by_guard = guard.stop_message(run.outdir)
+    stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
     rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     agree_checks, acc_checks = [], []
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
@@ -193,7 +194,8 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
             zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
         name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
         got, problem = _load_params(run.outdir, m, ref_params, stopped)
-        problem = rules.failure or refused(run) or problem or _audit_problem(run.outdir, m)
+        problem = (rules.failure or stopped_by_guard or problem
+                   or _audit_problem(run.outdir, m))
         if problem:
             agree_checks.append({"case": name, "passed": False, "message": problem})
             acc_checks.append({"case": name, "passed": False, "message": problem})

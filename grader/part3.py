@@ -450,15 +450,6 @@ def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
     return check_params(got, ref.averaging[n])
 
 
-def refused(run: MpiRun) -> str:
-    """'' or why the audit hook stopped a rank (grader/worker/guard.py)."""
-    found = guard.read_refusals(run.outdir)
-    if not found:
-        return ""
-    return ("the grader stopped the submission: it " + guard.describe(found[0])
-            + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
-
-
 def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
                ref: Reference | None) -> list[ItemResult]:
     """One Part 3 item: its MPI job, then a verdict per case from the ranks' files."""
@@ -490,7 +481,7 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
         outcomes.append(Outcome(name, passed, message))
     collapse_repeats(outcomes)  # an error text once per item, not once per case
     failures = [o for o in outcomes if not o.passed]
-    stopped, incomplete = refused(run), run.incomplete(limit)
+    stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(limit)
     ok = not failures and not stopped and not incomplete
     if stopped:
         message = stopped

@@ -79,9 +79,8 @@ class WorkerRun:
         if self.timed_out:
             return f"stopped after the {limit:g} s time limit"
         if self.returncode == guard.GUARD_STATUS:
-            found = guard.read_refusals(self.outdir)
-            return ("the grader stopped the submission: it "
-                    + (guard.describe(found[0]) if found else "did what graded code may not"))
+            return (guard.stop_message(self.outdir)
+                    or "the grader stopped the submission: it did what graded code may not")
         if self.returncode == sandbox.SETUP_FAILED:
             return f"the grader could not start the sandbox: {self._last_line()}"
         if self.returncode not in (0, None):

@@ -107,7 +107,7 @@ def save_error(path: Path, err: BaseException, submission: Path | None) -> None:
     path.write_text(describe_error(err, submission))
 
 
-def save_launches(path: Path, record: Any, replayed: dict | None) -> dict:
+def save_launches(record: Any, replayed: dict | None) -> dict:
     """The launch counts of one call and, when it was replayed, the replay's outputs, as
     arrays to store beside the call's own (prefixes launch: and replay:)."""
     arrays = {"launch:own": np.array(record.own_launches, np.int64),

@@ -74,7 +74,7 @@ def run(ctx: Context) -> None:
                 replayed = ctx.recorder.replay(record, refs)
             ctx.snapshot.check()
             np.savez(out / f"case-{n}.npz", A=after[0], B=after[1], C=after[2],
-                     **save_launches(out, record, replayed))
+                     **save_launches(record, replayed))
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"case-{n}.err", err, submission)
 
@@ -143,7 +143,7 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int) -> None:
         if record.own_launches else None
     ctx.snapshot.check()
     np.savez(out / f"perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
-             **save_launches(out, record, replayed))
+             **save_launches(record, replayed))
     (out / f"perf-{n}.json").write_text(json.dumps(
         {"host": timings.host, "device": timings.device, "launches": launches}))
 

@@ -290,6 +290,16 @@ def read_refusals(outdir: Path, limit: int = 20) -> list[dict]:
     return found
 
 
+def stop_message(outdir: Path) -> str:
+    """'' or why the guard stopped the submission in the job whose output is outdir, in
+    words for the feedback (the grader calls this; every item of that job fails)."""
+    found = read_refusals(outdir)
+    if not found:
+        return ""
+    return ("the grader stopped the submission: it " + describe(found[0])
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
+
+
 def describe(refusal: dict) -> str:
     """'loaded a shared library (ctypes.dlopen: ...) at gemm_1_naive.py, line 12'."""
     event = refusal["event"]

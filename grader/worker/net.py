@@ -11,7 +11,6 @@ replayed.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -130,7 +129,7 @@ def run_units(ctx: Context) -> None:
                 refs = {f"out:{k}": recorder.ref_of(v) for k, v in outputs.items()}
                 replayed = recorder.replay(record, refs)
             ctx.snapshot.check()
-            np.savez(out / f"unit-{n}.npz", **arrays, **save_launches(out, record, replayed))
+            np.savez(out / f"unit-{n}.npz", **arrays, **save_launches(record, replayed))
         except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
             save_error(out / f"unit-{n}.err", err, submission)
 
@@ -239,6 +238,3 @@ def run_training(ctx: Context) -> None:
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"train-{m}.err", err, submission)
 
-
-def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data))
