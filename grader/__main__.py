@@ -45,7 +45,7 @@ from grader.results import FAIL, NOT_GRADED, ItemResult, SubmissionResult
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
 from grader.submissions import Submission, resolve
 from nnkit.backend import BackendError, select
-from nnkit.gemm import KERNELS
+from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.progress import Progress
 from nnkit.submission import KIT_ROOT, NAMED
 
@@ -242,8 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="points and limits")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help="comma-separated subset of " + ", ".join(PARTS))
-    parser.add_argument("--kernels", default=",".join(KERNELS),
-                        help="comma-separated subset of " + ", ".join(KERNELS))
+    parser.add_argument("--kernels", default=None,
+                        help="comma-separated subset of " + ", ".join(KERNELS) + " (default: "
+                             "all, the bonus ones only where the config's [bonus] is on)")
+    parser.add_argument("--bonus", action="store_true",
+                        help="grade the bonus items too, whatever the config's [bonus] says")
     parser.add_argument("--jobs", type=int, default=1,
                         help="workers at a time: CPU workers in simulator mode; on GPUs, at "
                              "most one per GPU, so that timings do not disturb each other")
@@ -261,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    kernels = [k.strip() for k in (args.kernels or ",".join(KERNELS)).split(",") if k.strip()]
     unknown = [k for k in kernels if k not in KERNELS]
     if unknown or not kernels:
         parser.error(f"--kernels: unknown {unknown}; choose from {', '.join(KERNELS)}")
@@ -279,9 +282,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     try:
         config = with_secret(load_config(args.config), args.seed)
+        if args.bonus:
+            config = replace(config, bonus=True)
         backend = select()
     except (ConfigError, BackendError) as err:
         parser.error(str(err))
+    bonus = [k for k in kernels if k in BONUS_KERNELS]
+    if args.kernels is None:
+        kernels = part1.graded_kernels(config)
+    elif bonus and not config.bonus:
+        parser.error(f"--kernels: {', '.join(bonus)} is a bonus item, graded with --bonus or "
+                     f"[bonus] enabled = true in the config ({args.config})")
     runner.reset()
     with _Stop() as stop:
         return _grade(args, parts, kernels, config, backend, stop)

@@ -55,7 +55,7 @@ from grader.nbextract import NotebookError, extract
 from grader.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
 from nnkit.checks import MODULES as FUNCTION_MODULES
-from nnkit.gemm import KERNELS
+from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import KIT_ROOT
 
 DEFAULT_COURSE = KIT_ROOT / "build" / "course"
@@ -384,13 +384,15 @@ def _students(course: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir()) if submitted.is_dir() else []
 
 
-def _grader_args(assignments: dict[str, list[str]]) -> list[str]:
-    """--parts (and --kernels) matching what was released."""
+def _grader_args(assignments: dict[str, list[str]], bonus: bool = False) -> list[str]:
+    """--parts (and --kernels) matching what was released; the bonus kernels only where
+    the grading config turns the bonus on."""
     parts = [PART_OF[a] for a in assignments]
     args = ["--parts", ",".join(parts)]
     if "gemm" in parts:
         modules = assignments["part1-gemm"]
-        args += ["--kernels", ",".join(k for k, (m, _) in KERNELS.items() if m in modules)]
+        args += ["--kernels", ",".join(k for k, (m, _) in KERNELS.items()
+                                       if m in modules and (bonus or k not in BONUS_KERNELS))]
     return args
 
 
@@ -565,7 +567,7 @@ def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
     assignments: dict[str, list[str]] = state["assignments"]
     timeout = float(state.get("timeout", 120))
     try:
-        load_config(config)  # the sandbox's settings, for the test cells' jobs
+        bonus = load_config(config).bonus  # and the sandbox's settings, for the test cells' jobs
     except ConfigError as err:
         raise CourseError(str(err)) from err
     _close_course(course)
@@ -608,7 +610,7 @@ def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
         p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     argv = [sys.executable, "-P", "-m", "grader", *(str(s.folder) for s in students),
             "--out", str(out), "--jobs", str(jobs), "--config", str(Path(config).resolve()),
-            *_grader_args(assignments)]
+            *_grader_args(assignments, bonus)]
     result = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise CourseError(f"the kit's grader failed:\n{result.stderr[-4000:]}")

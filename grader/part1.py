@@ -21,7 +21,7 @@ from grader.runner import copy_submission, run_worker
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
 from grader.worker import CUBLAS, guard
-from nnkit.gemm import KERNELS
+from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
 
@@ -63,10 +63,16 @@ def _limit(config: Config, on_gpu: bool) -> float:
     return config.seconds_gpu if on_gpu else config.seconds_simulator
 
 
+def graded_kernels(config: Config) -> list[str]:
+    """The kernels a grading run covers by default: the bonus ones only where the config
+    turns the bonus on."""
+    return [k for k in KERNELS if config.bonus or k not in BONUS_KERNELS]
+
+
 def measure_reference(config: Config, workroot: Path) -> Reference:
     """Time the solution's kernels and cuBLAS on the benchmark shapes (GPU only)."""
     seconds: dict[str, list[float]] = {}
-    for kernel in [*KERNELS, CUBLAS]:
+    for kernel in [*graded_kernels(config), CUBLAS]:
         workdir = workroot / "reference" / kernel
         source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
                                                                workdir / "submission")

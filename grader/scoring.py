@@ -32,6 +32,7 @@ class Config:
     sanitizer_findings_fail: bool = False  # does a compute-sanitizer finding fail the item?
     sanitizer_path: str = ""  # the executable; "" = look on PATH and in /usr/local/cuda
     seconds_sanitizer: float = 900.0
+    bonus: bool = False  # are the bonus kernels (nnkit.gemm.BONUS_KERNELS) graded?
     seconds_mpi: float = 90.0  # one MPI job of Part 3 ([mpi] seconds)
     mpiexec: str = ""  # "": beside the grading interpreter, else on the PATH
     # The grading run's secret: every case's inputs are generated from it (mixed with the
@@ -65,6 +66,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             sanitizer_findings_fail=bool(checks.get("gpu_sanitizer_findings_fail", False)),
             sanitizer_path=str(checks.get("gpu_sanitizer_path", "")),
             seconds_sanitizer=float(limits.get("seconds_sanitizer", 900)),
+            bonus=_flag(raw.get("bonus", {}).get("enabled", False), "[bonus] enabled"),
             seconds_mpi=float(raw.get("mpi", {}).get("seconds", 90)),
             mpiexec=str(raw.get("mpi", {}).get("mpiexec", "")),
         )
@@ -87,6 +89,13 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     # Workers started by this process run under the sandbox settings of the config loaded.
     sandbox.use(sandbox_settings)
     return config
+
+
+def _flag(value: object, name: str) -> bool:
+    """A boolean setting; a string such as "false" would otherwise read as true."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected true or false, got {value!r}")
+    return value
 
 
 def speed_share(ratio: float, full_at: float, zero_at: float) -> float:

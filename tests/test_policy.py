@@ -24,7 +24,8 @@ from tests.conftest import KIT_ROOT
 FIXTURES = Path(__file__).parent / "policy"
 HOSTILE = FIXTURES / "hostile"
 ALTERNATIVES = sorted(p for p in FIXTURES.glob("alt_*") if p.is_dir())
-MODULES = {"gemm": ["gemm_1_naive", "gemm_2_shared", "gemm_3_register"],
+MODULES = {"gemm": ["gemm_1_naive", "gemm_2_shared", "gemm_3_register",
+                    "gemm_4_hierarchical"],
            "net": ["net_1_kernels", "net_2_backprop"],
            "mpi": ["mpi_1_data_parallel", "mpi_2_ring"]}
 PART_OF = {module: part for part, modules in MODULES.items() for module in modules}

@@ -100,6 +100,7 @@ def operands(M: int, N: int, K: int, halves_equal: bool = False):
     ("gemm_1_naive", "gemm_naive"),
     ("gemm_2_shared", "gemm_shared"),
     ("gemm_3_register", "gemm_register"),
+    ("gemm_4_hierarchical", "gemm_hierarchical"),
 ])
 def test_solution_kernels_are_clean_and_unchanged(module, function):
     launch = load_function(NAMED["solution"], module, function)
