@@ -1,0 +1,99 @@
+"""Version 4 (hierarchical tiling): awkward shapes under the race and index checker, the
+tile-size factory of the tuning sweep, and the bonus switch of the grading config.
+
+The simulator runs a Python thread per CUDA thread (256 a block with the default tiles),
+so the shapes are small; tile edges are crossed with a small-tile variant as well.
+"""
+
+import numpy as np
+import pytest
+
+from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
+from nnkit.backend import select, to_device, to_host
+from nnkit.gemm import gemm
+from nnkit.gemm_reference import error_bound, random_operands, reference
+from nnkit.gemm_tiles import TileError, problems, tile_sizes, variant, variant_module
+from nnkit.submission import NAMED, load_function, load_module
+
+SMALL_TILES = dict(BM=32, BN=32, BK=4, WM=16, WN=16, TM=2, TN=4)  # 4 warps, 128 threads
+
+
+def _check_clean(launch, M, N, K, trans_a=False, trans_b=False, beta=5.0, alpha=2.0):
+    """The result within the float32 bound of nnkit.gemm_reference, and (in the
+    simulator) no race, uninitialised read or negative index found by the checker."""
+    A, B, C = random_operands(M, N, K, seed=M * 31 + N * 7 + K, trans_a=trans_a,
+                              trans_b=trans_b)
+    if beta == 0.0:
+        C[:] = np.nan  # output only: an element never written stays NaN and fails
+    opA, opB = (A.T if trans_a else A), (B.T if trans_b else B)
+    expected, bound = reference(opA, opB, C, alpha, beta), error_bound(opA, opB, C, alpha, beta)
+    dA, dB, dC = to_device(A), to_device(B), to_device(C)
+    if select().on_gpu:
+        gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
+    else:
+        from grader.worker import simcheck
+
+        with simcheck.instrument() as findings:
+            gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
+        assert list(findings) == [], [f.describe() for f in findings]
+    got = to_host(dC)
+    assert np.all(np.abs(got - expected) <= bound), np.nanmax(np.abs(got - expected) / bound)
+
+
+@pytest.mark.parametrize("case", [
+    (1, 1, 1, False, False, 0.0),
+    (17, 67, 17, True, False, 5.0),   # A arrives as a transposed view; K ends mid-tile
+    (67, 17, 67, False, True, 0.0),   # B transposed, 9 steps along K
+    (129, 3, 8, False, False, -2.0),  # one row past the 128-row block tile: two blocks
+], ids=lambda c: "x".join(map(str, c[:3])))
+def test_default_tiles_on_awkward_shapes(case):
+    _check_clean(load_function(NAMED["solution"], "gemm_4_hierarchical", "gemm_hierarchical"),
+                 *case)
+
+
+@pytest.mark.parametrize("case", [
+    (33, 65, 13, False, False, 5.0),  # 2 x 3 blocks, every edge cut, 4 steps along K
+    (32, 32, 4, True, True, 0.0),     # exactly one tile
+    (1, 67, 17, True, False, 5.0),
+], ids=lambda c: "x".join(map(str, c[:3])))
+def test_small_tile_variant_crosses_every_edge(case):
+    _check_clean(variant(NAMED["solution"], **SMALL_TILES), *case)
+
+
+def test_variant_compiles_its_own_constants():
+    module = variant_module(NAMED["solution"], **SMALL_TILES)
+    assert tile_sizes(module) == SMALL_TILES
+    assert module.THREADS == 128 and module.A_LOADS == 1 and module.B_LOADS == 1
+    # The kit's module keeps its own tiles: the variant is a separate copy.
+    original = load_module(NAMED["solution"], "gemm_4_hierarchical")
+    assert original.BM == 128 and problems(**tile_sizes(original)) == []
+
+
+@pytest.mark.parametrize("tiles, why", [
+    (dict(WM=48), "warp tiles must divide"),
+    (dict(TM=4), "not 32"),
+    (dict(BK=64), "shared memory"),
+    (dict(BK=1), "whole number"),
+])
+def test_impossible_tiles_are_refused(tiles, why):
+    with pytest.raises(TileError, match=why):
+        variant_module(NAMED["solution"], **tiles)
+
+
+def test_unknown_constant_is_refused():
+    with pytest.raises(TileError, match="not a tile size"):
+        variant_module(NAMED["solution"], THREADS=64)
+
+
+def test_bonus_is_off_by_default_and_must_be_a_boolean(tmp_path):
+    assert load_config().bonus is False
+    text = DEFAULT_CONFIG.read_text()
+    assert "[bonus]\n" in text and "enabled = false" in text
+    on = tmp_path / "on.toml"
+    on.write_text(text.replace("enabled = false", "enabled = true", 1))
+    assert load_config(on).bonus is True
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("enabled = false", 'enabled = "false"', 1))
+    with pytest.raises(ConfigError, match="enabled"):
+        load_config(bad)
+    load_config()  # back to the kit's settings for the rest of the session
