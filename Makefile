@@ -28,7 +28,7 @@ help:
 	@echo "make test        the kit's test suite (CPU only; GPU tests run where a GPU is)"
 	@echo "make data        fetch MNIST (MNIST_SRC=<folder or URL> to use a local copy)"
 	@echo "make train       train the network (IMPL=reference|solution|starter|dir, ARGS=...)"
-	@echo "make bench-gemm  GEMM kernels against cuBLAS (GPU)"
+	@echo "make bench-gemm  GEMM kernels against cuBLAS, their resources, a plot (GPU; ARGS=--sweep-v4)"
 	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
 	@echo "make train-mpi   train across NP=2 MPI ranks (IMPL=..., ARGS=...)"
 	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...)"
@@ -94,7 +94,7 @@ train: $(SETUP)
 	$(PY) -m nnkit train --impl $(IMPL) $(ARGS)
 
 bench-gemm: $(SETUP)
-	$(PY) -m nnkit bench-gemm --json results/bench_gemm.json
+	$(PY) -m nnkit bench-gemm --json results/bench_gemm.json --plot results/bench_gemm.png $(ARGS)
 
 bench-train: $(SETUP)
 	$(PY) -m nnkit bench-train --json results/bench_train.json
