@@ -50,6 +50,10 @@ LANES_M = WM // TM  # lanes of a warp along its rows (LANES_M * LANES_N == 32)
 LANES_N = WN // TN
 A_LOADS = BM * BK // THREADS  # elements of A each thread stages per step
 B_LOADS = BK * BN // THREADS
+# Shared arrays need constant shapes: the padded row lengths are constants too.
+A_ROW = BM + PAD
+B_ROW = BN + PAD
+U = np.uint64  # the type of shared-memory indices (see the kernel)
 
 
 @cuda.jit
@@ -67,8 +71,8 @@ def gemm_hierarchical_kernel(A, B, C, alpha, beta, a_k_fast, b_n_fast):
     # HINT: Stage the tile of step 0; then per step s: store the staged values into
     # HINT: buffer s % 2, syncthreads, stage the tile of step s + 1, and accumulate from
     # HINT: buffer s % 2. Elements outside A or B are staged as zeros.
-    As = cuda.shared.array((2, BK, BM + PAD), np.float32)
-    Bs = cuda.shared.array((2, BK, BN + PAD), np.float32)
+    As = cuda.shared.array((2, BK, A_ROW), np.float32)
+    Bs = cuda.shared.array((2, BK, B_ROW), np.float32)
     a_stage = cuda.local.array(A_LOADS, np.float32)
     b_stage = cuda.local.array(B_LOADS, np.float32)
     a_frag = cuda.local.array(TM, np.float32)
@@ -81,63 +85,53 @@ def gemm_hierarchical_kernel(A, B, C, alpha, beta, a_k_fast, b_n_fast):
     n0 = cuda.blockIdx.x * BN
     warp = t // 32
     lane = t % 32
-    # This thread's first row and column inside the block tile.
-    row0 = (warp // WARPS_N) * WM + lane // LANES_N
-    col0 = (warp % WARPS_N) * WN + lane % LANES_N
-    # Consecutive threads load consecutive addresses: along K where A is row-major,
-    # along M where it is a transposed view (and likewise along N or K for B).
+    # Shared-memory indices are unsigned: numba then emits no negative-index wraparound
+    # code, and the unrolled reads below become one address plus constant offsets.
+    row0 = U((warp // WARPS_N) * WM + lane // LANES_N)  # first row in the block tile
+    col0 = U((warp % WARPS_N) * WN + lane % LANES_N)  # first column
+    # The r-th element this thread stages is (a_m + r * a_dm, a_k + r * a_dk) of the
+    # tile: consecutive threads take consecutive addresses, along K where A is row-major
+    # and along M where it is a transposed view (likewise N or K for B).
+    if a_k_fast:
+        a_m, a_k, a_dm, a_dk = t // BK, t % BK, THREADS // BK, 0
+    else:
+        a_m, a_k, a_dm, a_dk = t % BM, t // BM, 0, THREADS // BM
+    if b_n_fast:
+        b_k, b_n, b_dk, b_dn = t // BN, t % BN, THREADS // BN, 0
+    else:
+        b_k, b_n, b_dk, b_dn = t % BK, t // BK, 0, THREADS // BK
     for i in range(TM):
         for j in range(TN):
             acc[i, j] = 0.0
     steps = (K + BK - 1) // BK
     for r in range(A_LOADS):  # stage step 0
-        e = t + r * THREADS
-        kk, mm = (e % BK, e // BK) if a_k_fast else (e // BM, e % BM)
-        if m0 + mm < M and kk < K:
-            a_stage[r] = A[m0 + mm, kk]
-        else:
-            a_stage[r] = 0.0
+        m, k = m0 + a_m + r * a_dm, a_k + r * a_dk
+        a_stage[r] = A[m, k] if m < M and k < K else 0.0
     for r in range(B_LOADS):
-        e = t + r * THREADS
-        kk, nn = (e // BN, e % BN) if b_n_fast else (e % BK, e // BK)
-        if kk < K and n0 + nn < N:
-            b_stage[r] = B[kk, n0 + nn]
-        else:
-            b_stage[r] = 0.0
+        k, n = b_k + r * b_dk, n0 + b_n + r * b_dn
+        b_stage[r] = B[k, n] if k < K and n < N else 0.0
     for s in range(steps):
-        cur = s % 2
         # Buffer cur was last read in step s - 2; every thread has passed the barrier of
         # step s - 1 since, so nobody reads it any more.
+        cur = U(s % 2)
         for r in range(A_LOADS):
-            e = t + r * THREADS
-            kk, mm = (e % BK, e // BK) if a_k_fast else (e // BM, e % BM)
-            As[cur, kk, mm] = a_stage[r]
+            As[cur, U(a_k + r * a_dk), U(a_m + r * a_dm)] = a_stage[r]
         for r in range(B_LOADS):
-            e = t + r * THREADS
-            kk, nn = (e // BN, e % BN) if b_n_fast else (e % BK, e // BK)
-            Bs[cur, kk, nn] = b_stage[r]
+            Bs[cur, U(b_k + r * b_dk), U(b_n + r * b_dn)] = b_stage[r]
         cuda.syncthreads()
         if s + 1 < steps:  # the next step's loads fly while this step computes
             k0 = (s + 1) * BK
             for r in range(A_LOADS):
-                e = t + r * THREADS
-                kk, mm = (e % BK, e // BK) if a_k_fast else (e // BM, e % BM)
-                if m0 + mm < M and k0 + kk < K:
-                    a_stage[r] = A[m0 + mm, k0 + kk]
-                else:
-                    a_stage[r] = 0.0
+                m, k = m0 + a_m + r * a_dm, k0 + a_k + r * a_dk
+                a_stage[r] = A[m, k] if m < M and k < K else 0.0
             for r in range(B_LOADS):
-                e = t + r * THREADS
-                kk, nn = (e // BN, e % BN) if b_n_fast else (e % BK, e // BK)
-                if k0 + kk < K and n0 + nn < N:
-                    b_stage[r] = B[k0 + kk, n0 + nn]
-                else:
-                    b_stage[r] = 0.0
+                k, n = k0 + b_k + r * b_dk, n0 + b_n + r * b_dn
+                b_stage[r] = B[k, n] if k < K and n < N else 0.0
         for kk in range(BK):
             for i in range(TM):
-                a_frag[i] = As[cur, kk, row0 + i * LANES_M]
+                a_frag[i] = As[cur, U(kk), row0 + U(i * LANES_M)]
             for j in range(TN):
-                b_frag[j] = Bs[cur, kk, col0 + j * LANES_N]
+                b_frag[j] = Bs[cur, U(kk), col0 + U(j * LANES_N)]
             for i in range(TM):
                 for j in range(TN):
                     acc[i, j] += a_frag[i] * b_frag[j]

@@ -50,6 +50,10 @@ LANES_M = WM // TM  # lanes of a warp along its rows (LANES_M * LANES_N == 32)
 LANES_N = WN // TN
 A_LOADS = BM * BK // THREADS  # elements of A each thread stages per step
 B_LOADS = BK * BN // THREADS
+# Shared arrays need constant shapes: the padded row lengths are constants too.
+A_ROW = BM + PAD
+B_ROW = BN + PAD
+U = np.uint64  # the type of shared-memory indices (see the kernel)
 
 
 @cuda.jit
