@@ -97,3 +97,24 @@ def test_bonus_is_off_by_default_and_must_be_a_boolean(tmp_path):
     with pytest.raises(ConfigError, match="enabled"):
         load_config(bad)
     load_config()  # back to the kit's settings for the rest of the session
+
+
+@pytest.mark.slow
+def test_solution_network_trains_on_version_4(tmp_path):
+    """Part 2's solution with version 4 as its GEMM ends one epoch where the CPU reference
+    does: relative max-norm <= 1e-4, the grader's agreement bound (net.agreement)."""
+    from tests.conftest import run_kit
+
+    small = ["--data", "sample", "--limit", "60", "--pool", "4", "--hidden", "6",
+             "--batch", "25", "--epochs", "1"]
+    saved = {}
+    for name, impl in (("reference", []), ("v4", ["--impl", "solution", "--gemm",
+                                                  "hierarchical"])):
+        saved[name] = tmp_path / f"{name}.npz"
+        result = run_kit("nnkit", "train", *impl, *small, "--save", str(saved[name]))
+        assert result.returncode == 0, result.stderr[-2000:]
+    with np.load(saved["reference"]) as ref, np.load(saved["v4"]) as got:
+        for key in ("W1", "b1", "W2", "b2"):
+            expected = ref[key].astype(np.float64)
+            error = np.abs(got[key] - expected).max() / np.abs(expected).max()
+            assert error <= 1e-4, (key, error)
