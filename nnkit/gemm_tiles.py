@@ -42,6 +42,10 @@ def problems(BM: int, BN: int, BK: int, WM: int, WN: int, TM: int, TN: int,
         found.append(f"{threads} threads per block")
     elif (BM * BK) % threads or (BN * BK) % threads:
         found.append("each thread must stage a whole number of elements of A and B")
+    elif threads % BM or threads % BN or threads % BK:
+        # The staging threads keep their index along the contiguous dimension from one
+        # element to the next (the kernel's a_dk or a_dm is 0): BM, BN, BK divide THREADS.
+        found.append(f"BM, BN and BK must divide the {threads} threads of a block")
     shared = 2 * BK * (BM + BN + 2 * PAD) * 4
     if shared > SHARED_LIMIT:
         found.append(f"{shared} bytes of shared memory (at most {SHARED_LIMIT})")

@@ -53,7 +53,6 @@ B_LOADS = BK * BN // THREADS
 # Shared arrays need constant shapes: the padded row lengths are constants too.
 A_ROW = BM + PAD
 B_ROW = BN + PAD
-U = np.uint64  # the type of shared-memory indices (see the kernel)
 
 
 @cuda.jit
@@ -87,8 +86,8 @@ def gemm_hierarchical_kernel(A, B, C, alpha, beta, a_k_fast, b_n_fast):
     lane = t % 32
     # Shared-memory indices are unsigned: numba then emits no negative-index wraparound
     # code, and the unrolled reads below become one address plus constant offsets.
-    row0 = U((warp // WARPS_N) * WM + lane // LANES_N)  # first row in the block tile
-    col0 = U((warp % WARPS_N) * WN + lane % LANES_N)  # first column
+    row0 = np.uint64((warp // WARPS_N) * WM + lane // LANES_N)  # first row in the block tile
+    col0 = np.uint64((warp % WARPS_N) * WN + lane % LANES_N)  # first column
     # The r-th element this thread stages is (a_m + r * a_dm, a_k + r * a_dk) of the
     # tile: consecutive threads take consecutive addresses, along K where A is row-major
     # and along M where it is a transposed view (likewise N or K for B).
@@ -113,11 +112,11 @@ def gemm_hierarchical_kernel(A, B, C, alpha, beta, a_k_fast, b_n_fast):
     for s in range(steps):
         # Buffer cur was last read in step s - 2; every thread has passed the barrier of
         # step s - 1 since, so nobody reads it any more.
-        cur = U(s % 2)
+        cur = np.uint64(s % 2)
         for r in range(A_LOADS):
-            As[cur, U(a_k + r * a_dk), U(a_m + r * a_dm)] = a_stage[r]
+            As[cur, np.uint64(a_k + r * a_dk), np.uint64(a_m + r * a_dm)] = a_stage[r]
         for r in range(B_LOADS):
-            Bs[cur, U(b_k + r * b_dk), U(b_n + r * b_dn)] = b_stage[r]
+            Bs[cur, np.uint64(b_k + r * b_dk), np.uint64(b_n + r * b_dn)] = b_stage[r]
         cuda.syncthreads()
         if s + 1 < steps:  # the next step's loads fly while this step computes
             k0 = (s + 1) * BK
@@ -129,9 +128,9 @@ def gemm_hierarchical_kernel(A, B, C, alpha, beta, a_k_fast, b_n_fast):
                 b_stage[r] = B[k, n] if k < K and n < N else 0.0
         for kk in range(BK):
             for i in range(TM):
-                a_frag[i] = As[cur, U(kk), row0 + U(i * LANES_M)]
+                a_frag[i] = As[cur, np.uint64(kk), row0 + np.uint64(i * LANES_M)]
             for j in range(TN):
-                b_frag[j] = Bs[cur, U(kk), col0 + U(j * LANES_N)]
+                b_frag[j] = Bs[cur, np.uint64(kk), col0 + np.uint64(j * LANES_N)]
             for i in range(TM):
                 for j in range(TN):
                     acc[i, j] += a_frag[i] * b_frag[j]

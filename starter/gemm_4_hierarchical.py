@@ -53,7 +53,6 @@ B_LOADS = BK * BN // THREADS
 # Shared arrays need constant shapes: the padded row lengths are constants too.
 A_ROW = BM + PAD
 B_ROW = BN + PAD
-U = np.uint64  # the type of shared-memory indices (see the kernel)
 
 
 @cuda.jit

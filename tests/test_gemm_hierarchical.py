@@ -74,6 +74,7 @@ def test_variant_compiles_its_own_constants():
     (dict(TM=4), "not 32"),
     (dict(BK=64), "shared memory"),
     (dict(BK=1), "whole number"),
+    (dict(BM=256, BN=64, WM=128, TM=16), "must divide the 128 threads"),
 ])
 def test_impossible_tiles_are_refused(tiles, why):
     with pytest.raises(TileError, match=why):
