@@ -32,7 +32,7 @@ from grader.hidden_checks import HIDDEN
 from grader.nbextract import NotebookError, extract
 from grader.net_cases import FUNCTIONS
 from grader.stubgen import BEGIN, END, HINT
-from nnkit.gemm import KERNELS
+from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import KIT_ROOT, NAMED
 
 TEST_POINTS = 1  # nbgrader points of each function's test cell
@@ -49,8 +49,10 @@ class Assignment:
 
 
 ASSIGNMENTS: tuple[Assignment, ...] = (
+    # The bonus kernels stay out of the notebooks (and so out of nbgrader's points): they
+    # are files of starter/, graded by the kit when the instructor turns the bonus on.
     Assignment("part1-gemm", "Part 1: GEMM kernels", "part1-gemm.md",
-               tuple(module for module, _ in KERNELS.values())),
+               tuple(module for k, (module, _) in KERNELS.items() if k not in BONUS_KERNELS)),
     Assignment("part2-network", "Part 2: the network", "part2-network.md",
                ("net_1_kernels", "net_2_backprop")),
 )
