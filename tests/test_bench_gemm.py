@@ -8,12 +8,15 @@ import pytest
 
 from nnkit.bench_gemm import main
 from nnkit.bench_gemm_sweep import DEFAULT_TILES, label, parse_tiles
-from nnkit.gemm_tiles import problems
+from nnkit.gemm_tiles import problems, tile_sizes
 from nnkit.kernel_resources import format_resources, resident_warps, resources
+from nnkit.submission import NAMED, load_module
 
 
 def test_default_sweep_tiles_all_fit_the_design():
     configs = parse_tiles(DEFAULT_TILES)
+    module = load_module(NAMED["solution"], "gemm_4_hierarchical")
+    assert configs[0] == tile_sizes(module), "the sweep's first entry is the module's default"
     assert len(configs) >= 8
     assert {label(c) for c in configs} == set(DEFAULT_TILES.split(","))
     assert all(problems(**c) == [] for c in configs), [problems(**c) for c in configs]
