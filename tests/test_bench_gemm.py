@@ -2,6 +2,7 @@
 with the plot and the version-4 sweep (figures there say nothing about a GPU)."""
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -71,3 +72,24 @@ def test_simulator_run_writes_table_plot_and_sweep(tmp_path, capsys):
     assert ran["status"] == "ok" and ran["results"]["9x9x5"]["gflops"] > 0
     assert refused["status"].startswith("refused") and "not 32" in refused["status"]
     assert "Version 4 tile sweep" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_ptxas_report_without_a_gpu():
+    """Where the CUDA toolkit is installed, version 4 compiles to PTX for sm_90 and ptxas
+    reports its registers (the handout's table), with or without a GPU."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from tests.conftest import run_kit
+
+    home = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
+    if not (home / "bin" / "ptxas").is_file() and not shutil.which("ptxas"):
+        pytest.skip("no CUDA toolkit (ptxas) here")
+    result = run_kit("nnkit.ptxas_report", "--tiles", "64x64x8/32x16/4x4",
+                     env={"NUMBA_ENABLE_CUDASIM": "0", "CUDA_HOME": str(home)})
+    if "could not compile" in result.stdout and "NVVM" in result.stdout:
+        pytest.skip("the CUDA toolkit here has no libNVVM")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"64x64x8/32x16/4x4 .*Used \d+ registers", result.stdout), result.stdout
