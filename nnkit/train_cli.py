@@ -25,6 +25,7 @@ import numpy as np
 from nnkit import dataset, network
 from nnkit.backend import select
 from nnkit.collectives import STRATEGIES
+from nnkit.sim_cost import SIMULATOR_LIMIT_S, simulator_seconds
 from nnkit.submission import SubmissionError, resolve
 from nnkit.training import (
     GEMM_CHOICES,
@@ -37,11 +38,6 @@ from nnkit.training import (
 )
 
 REFERENCE = "reference"
-# Speed of the CUDA simulator, measured: the naive GEMM does about 1.5e5 multiply-adds a
-# second (64^3 in 1.7 s), and starting a CUDA thread (a Python thread) costs about 0.2 ms.
-SIMULATOR_MACS_PER_S = 1.5e5
-SIMULATOR_THREADS_PER_S = 5e3
-SIMULATOR_LIMIT_S = 600
 
 
 def _hidden(text: str) -> tuple[int, ...]:
@@ -96,18 +92,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def simulator_seconds(config: TrainConfig, features: int, n_train: int,
-                      host_gemm: bool) -> float:
-    """A rough time for one epoch of a GPU implementation in the CUDA simulator: the GEMMs'
-    multiply-adds, plus one thread per element for the elementwise kernels and updates."""
-    sizes = config.sizes(features)
-    n_params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
-    batches = -(-n_train // config.batch)
-    threads = batches * (4 * min(config.batch, n_train) * sum(sizes[1:]) + n_params)
-    macs = 0 if host_gemm else 3 * n_train * (n_params - sum(sizes[1:]))
-    return macs / SIMULATOR_MACS_PER_S + threads / SIMULATOR_THREADS_PER_S
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = TrainConfig(args.hidden, args.batch, args.epochs, args.lr, args.lam, args.loss,
@@ -118,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"nnkit train: {err}", file=sys.stderr)
             return 2
-        from nnkit.mpi_train import main_mpi
+        from nnkit.mpi_cli import main_mpi
 
         return main_mpi(args, config)
     try:
