@@ -34,12 +34,12 @@ def _say(comm: Any, text: str, **kwargs: Any) -> None:
 def main_mpi(args: Any, config: TrainConfig) -> int:
     """The train command's --mpi branch: every rank runs this; rank 0 reads the data,
     prints and saves."""
-    import json
-
     from mpi4py import MPI
 
     from nnkit import dataset
 
+    if args.resident:
+        return main_resident(args, config)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     problem = None
@@ -123,13 +123,20 @@ def main_mpi(args: Any, config: TrainConfig) -> int:
     print(f"bytes sent per step, by rank: {', '.join(f'{b:,.0f}' for b in sent)}",
           file=sys.stderr)
     if args.save:
-        meta = {"config": vars(args) | {"hidden": list(config.hidden), "save": str(args.save)},
-                "ranks": size, "test_accuracy": test_acc,
-                "history": [record.__dict__ for record in history.epochs]}
-        args.save.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(args.save, **final.named(), meta=np.array(json.dumps(meta, default=str)))
-        print(f"parameters saved to {args.save}", file=sys.stderr)
+        _save(args, config, final, size, test_acc, history)
     return 0
+
+
+def _save(args: Any, config: TrainConfig, final: network.Params, size: int, test_acc: float,
+          history: Any) -> None:
+    import json
+
+    meta = {"config": vars(args) | {"hidden": list(config.hidden), "save": str(args.save)},
+            "ranks": size, "test_accuracy": test_acc,
+            "history": [record.__dict__ for record in history.epochs]}
+    args.save.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.save, **final.named(), meta=np.array(json.dumps(meta, default=str)))
+    print(f"parameters saved to {args.save}", file=sys.stderr)
 
 
 def _engine_for(args: Any, params: network.Params, config: TrainConfig,
@@ -163,3 +170,64 @@ def _refuse_slow_simulation(args: Any, config: TrainConfig, data: Any) -> None:
                          f"{estimate / 3600:.1f} hours per rank. Use --impl reference, a "
                          "small run (--data sample --limit 200 --pool 4 --hidden 16 "
                          "--batch 50 --epochs 2 --gemm host), or --force.")
+
+
+def main_resident(args: Any, config: TrainConfig) -> int:
+    """--mpi --resident: nnkit.device_parallel, one GPU per rank, NCCL between them. Every
+    rank reads the data itself (the same files, the same split) and keeps it on its GPU."""
+    from mpi4py import MPI
+
+    from nnkit import dataset
+    from nnkit.device_parallel import REDUCES, array_module, train_resident
+    from nnkit.nccl_transport import NcclTransport, NcclUnavailable
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    problem, data, transport = None, None, None
+    try:
+        if args.model_parallel or args.average_every:
+            raise ValueError("--resident is data parallelism with a gradient all-reduce: "
+                             "leave out --model-parallel and --average-every")
+        if args.reduce not in REDUCES:
+            raise ValueError(f"--resident reduces by {' or '.join(REDUCES)}")
+        if args.impl != "reference":
+            raise ValueError("--resident runs the kit's own network (CuPy, cuBLAS) on every "
+                             "GPU; leave out --impl")
+        data = dataset.load(args.data, args.val_fraction, args.seed, args.pool, args.limit)
+        transport = NcclTransport(comm)
+    except (ValueError, OSError, NcclUnavailable) as err:
+        problem = str(err)
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        _say(comm, f"nnkit train --mpi --resident: {problems[0]}", file=sys.stderr)
+        if "host-staged" not in problems[0] and any(w in problems[0] for w in
+                                                      ("GPU", "CuPy", "NCCL")):
+            _say(comm, "without GPUs, run the host-staged path: nnkit train --mpi "
+                 "(leave out --resident)", file=sys.stderr)
+        return 2
+    params = network.glorot_uniform(config.sizes(data.features), args.seed)
+    _say(comm, f"Training {'-'.join(map(str, config.sizes(data.features)))} on "
+         f"{len(data.train)} images with {size} rank(s), data parallel and device-resident, "
+         f"gradients summed by {args.reduce}; {transport.describe()}", file=sys.stderr)
+
+    def evaluate(net: Any) -> float | None:
+        if not len(data.val):
+            return None
+        return float((net.predict(data.val.images) == data.val.labels).mean())
+
+    def report(record: EpochRecord) -> None:
+        val = "-" if record.val_accuracy is None else f"{record.val_accuracy:.2%}"
+        print(f"epoch {record.epoch:3d}: loss {record.loss:.4f}  validation accuracy "
+              f"{val}  ({record.seconds:.2f} s)", flush=True)
+
+    net, history = train_resident(comm, transport, array_module(transport), data.train.images,
+                                  data.train.labels, params, config, reduce=args.reduce,
+                                  evaluate=evaluate, on_epoch=report)
+    if rank != 0:
+        return 0
+    test_acc = float((net.predict(data.test.images) == data.test.labels).mean())
+    print(f"test accuracy: {test_acc:.2%} on {len(data.test)} images")
+    print(f"bytes sent per step by rank 0: {history.bytes_per_step:,.0f}", file=sys.stderr)
+    if args.save:
+        _save(args, config, net.host_params(), size, test_acc, history)
+    return 0

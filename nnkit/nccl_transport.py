@@ -86,9 +86,9 @@ class NcclTransport:
     communicator, one GPU each, through NCCL on a stream of their own."""
 
     def __init__(self, comm: Any):
+        self.nccl = load_nccl()  # first: says what is missing before anything needs it
         import cupy
 
-        self.nccl = load_nccl()
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         device, count = bind_gpu(comm)
         # A clear refusal instead of NCCL's "duplicate GPU" error (or a hang).

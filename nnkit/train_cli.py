@@ -8,6 +8,8 @@
                                                                       CUDA simulator)
     mpiexec -n 4 python -m nnkit train --mpi --impl solution ...    (Part 3: data parallel
                                                                       over 4 MPI ranks)
+    mpiexec -n 4 python -m nnkit train --mpi --resident ...         (the same, everything on
+                                                                      the GPUs, NCCL)
 
 Prints the training loss and validation accuracy after every epoch, the test accuracy at
 the end, and with --save writes the parameters (W1, b1, W2, ...) and the settings to .npz.
@@ -86,6 +88,9 @@ def parser() -> argparse.ArgumentParser:
     mpi.add_argument("--average-every", type=int, default=0, metavar="K",
                      help="model averaging every K minibatches instead of gradient "
                           "all-reduce (0: off)")
+    mpi.add_argument("--resident", action="store_true",
+                     help="device-resident data parallelism: the training set and gradients "
+                          "stay on the GPUs (one per rank), summed by NCCL; the kit's network")
     mpi.add_argument("--model-parallel", action="store_true",
                      help="split W1 by rows and W2 by columns across the ranks (one hidden "
                           "layer, --impl reference)")

@@ -209,6 +209,27 @@ def test_bench_mpi_resident_mode_on_cpu_ranks(tmp_path):
     assert set(results[1]["profile"]) >= {"compute", "idle", "reduce"}
 
 
+SMALL = ["--data", "sample", "--limit", "90", "--pool", "4", "--hidden", "8", "--batch", "20",
+         "--epochs", "2", "--lr", "0.5", "--lam", "1e-3"]
+
+
+def _saved(path):
+    with np.load(path) as f:
+        return network.Params([f["W1"], f["W2"]], [f["b1"], f["b2"]])
+
+
+@needs_mpi
+def test_train_resident_without_a_gpu_says_why_on_every_rank():
+    from nnkit.backend import probe_gpu
+
+    if probe_gpu()[0]:
+        pytest.skip("this machine has a GPU with CuPy")
+    done = _mpirun(2, "-m", "nnkit", "train", "--mpi", "--resident", *SMALL, timeout=120)
+    assert done.returncode == 2
+    assert "--resident" in done.stderr and "host-staged" in done.stderr
+    assert done.stderr.count("nnkit train --mpi --resident:") == 1  # rank 0 speaks
+
+
 # ---------------------------------------------------------------------------------------
 # On a GPU: NCCL through CuPy, one rank (NCCL wants a GPU of its own for every rank)
 
@@ -230,3 +251,17 @@ def test_two_ranks_on_one_gpu_are_refused_clearly(tmp_path):
                    timeout=120)
     assert done.returncode != 0
     assert "one GPU per rank" in done.stderr
+
+
+@pytest.mark.gpu
+def test_train_command_resident_on_one_gpu_matches_the_reference(tmp_path):
+    single = run_kit("nnkit", "train", "--impl", "reference", *SMALL, "--save",
+                     str(tmp_path / "one.npz"))
+    assert single.returncode == 0, single.stderr[-2000:]
+    done = _mpirun(1, "-m", "nnkit", "train", "--mpi", "--resident", *SMALL, "--save",
+                   str(tmp_path / "resident.npz"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "NCCL" in done.stderr and "test accuracy" in done.stdout
+    got, want = _saved(tmp_path / "resident.npz"), _saved(tmp_path / "one.npz")
+    for a, b in zip(got.weights + got.biases, want.weights + want.biases, strict=True):
+        assert np.abs(a - b).max() <= TOL * np.abs(b).max()
