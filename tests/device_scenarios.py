@@ -76,6 +76,7 @@ def main(out: str, device: str) -> int:
                 -1, 1, length).astype(np.float32)
             everyone = comm.allgather(mine)
             buf = xp.asarray(mine)
+            transport.after_compute()  # NCCL's stream waits for the copy onto the device
             sent = ring_allreduce(transport, buf, xp.empty(length, xp.float32))
             transport.synchronize()
             got = buf.get() if hasattr(buf, "get") else buf
@@ -83,6 +84,18 @@ def main(out: str, device: str) -> int:
             if RANK == 0:
                 results["ring"][f"{length} over {p}"] = {"same_as_simulation": same,
                                                          "bytes": sent}
+        # One exchange by itself: with one rank it is a send to oneself (NCCL allows it in
+        # a group), the only way one GPU exercises the ring's send/recv.
+        outgoing = xp.arange(7, dtype=xp.float32) + comm.Get_rank()
+        incoming = xp.zeros(7, xp.float32)
+        transport.after_compute()
+        transport.exchange(outgoing, incoming)
+        transport.synchronize()
+        arrived = incoming.get() if hasattr(incoming, "get") else incoming
+        left = (comm.Get_rank() - 1) % p
+        ok = all(comm.allgather(bool(np.array_equal(arrived, np.arange(7) + left))))
+        if RANK == 0:
+            results["exchange"] = results.get("exchange", True) and ok
         comm.Free()
         WORLD.Barrier()
     if RANK == 0:

@@ -178,6 +178,7 @@ def _check(results: dict, ranks: int) -> None:
     for key, check in results["ring"].items():
         assert check["same_as_simulation"], key
     assert set(results["profile"]) == {"compute", "idle", "reduce", "step"}
+    assert results["exchange"]  # each rank got its left neighbour's chunk
 
 
 def test_resident_training_on_cpu_ranks_equals_one_process(cpu_scenarios):
