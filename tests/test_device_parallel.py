@@ -5,6 +5,7 @@ ranks (NumPy arrays, MPI in place of NCCL), and on one GPU with NCCL (`-m gpu`).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -34,7 +35,9 @@ needs_mpi = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec")
 
 
 def _mpirun(ranks: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**rank_environment(), "PYTHONPATH": str(KIT_ROOT)}
+    env = rank_environment()
+    # The kit first; keep what the caller put on the path (a GPU image's numpy, say).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(KIT_ROOT), env.get("PYTHONPATH")) if p)
     return subprocess.run([*mpiexec_command(ranks), sys.executable, *args], cwd=KIT_ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
