@@ -332,7 +332,13 @@ def _resident_device(choice: str) -> tuple[str, int, str]:
         return "cpu", count, f"NumPy on CPU ranks, MPI in place of NCCL{reason}"
     if not usable:
         raise SystemExit(f"nnkit bench-mpi: --device gpu, but {detail or why_not}")
-    return "gpu", count, f"one GPU per rank ({count} on this machine: {detail}), NCCL"
+    from nnkit.nccl_transport import NcclUnavailable, load_nccl
+
+    try:
+        version = load_nccl().get_version()  # before any job: say what is missing once
+    except NcclUnavailable as err:
+        raise SystemExit(f"nnkit bench-mpi: resident mode on GPUs: {err}") from None
+    return "gpu", count, f"one GPU per rank ({count} on this machine: {detail}), NCCL {version}"
 
 
 def step_table(results: list[dict]) -> str:
