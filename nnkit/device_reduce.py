@@ -99,7 +99,8 @@ class FlatLayout:
 
 
 # --------------------------------------------------------------------------------------
-# The ring
+# The ring. The two bodies that walk its steps answer Part 3's ring_allreduce: between
+# solution markers, so that the student kit ships them as stubs (grader/dist.py).
 
 
 def chunk_bounds(length: int, parts: int) -> list[int]:
@@ -151,6 +152,7 @@ class Transport(Protocol):
 def ring_allreduce(transport: Transport, buf: Any, scratch: Any) -> int:
     """Sum buf (1-D) over the ranks in place with the ring; scratch holds at least the
     largest chunk (len(buf) // size + 1 elements). Returns the bytes this rank sent."""
+    ### BEGIN SOLUTION
     size = transport.size
     if size == 1:
         return 0
@@ -167,11 +169,13 @@ def ring_allreduce(transport: Transport, buf: Any, scratch: Any) -> int:
             transport.add(recv, got)
         sent += send.size * send.itemsize
     return sent
+    ### END SOLUTION
 
 
 def simulate_ring(buffers: list[np.ndarray]) -> list[np.ndarray]:
     """The ring all-reduce of `buffers` (one per rank) computed in one process, step by
     step as the ranks would run it: the stand-in that checks the schedule without ranks."""
+    ### BEGIN SOLUTION
     size = len(buffers)
     out = [np.array(b, copy=True) for b in buffers]
     if size == 1:
@@ -191,6 +195,7 @@ def simulate_ring(buffers: list[np.ndarray]) -> list[np.ndarray]:
             else:
                 target += arriving
     return out
+    ### END SOLUTION
 
 
 class MpiTransport:
