@@ -93,31 +93,33 @@ class NcclTransport:
         device, count = bind_gpu(comm)
         # A clear refusal instead of NCCL's "duplicate GPU" error (or a hang).
         props = cupy.cuda.runtime.getDeviceProperties(device)
-        devices = comm.allgather((os.uname().nodename, props["pciDomainID"], props["pciBusID"],
-                                  props["pciDeviceID"]))
+        devices = comm.allgather((os.uname().nodename, props.get("pciDomainID"),
+                                  props.get("pciBusID"), props.get("pciDeviceID")))
         if len(set(devices)) < len(devices):
             raise NcclUnavailable(f"{self.size} ranks but only {count} GPU(s) on a node: NCCL "
                                   "needs one GPU per rank")
         uid = self.nccl.get_unique_id() if self.rank == 0 else None
         uid = comm.bcast(uid, root=0)
-        self.comm = self.nccl.NcclCommunicator(self.size, uid, self.rank)
+        self.nccl_comm = self.nccl.NcclCommunicator(self.size, uid, self.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._done = cupy.cuda.Event(disable_timing=True)
         self._ready = cupy.cuda.Event(disable_timing=True)
-        self.device = f"GPU {device} of {count} ({props['name'].decode()})"
+        name = props.get("name", b"?")
+        self.device = f"GPU {device} of {count} " \
+                      f"({name.decode() if isinstance(name, bytes) else name})"
 
     def allreduce(self, buf: Any) -> None:
         # Called on one rank too (a copy in place): the one-GPU tests exercise NCCL.
-        self.comm.allReduce(buf.data.ptr, buf.data.ptr, buf.size, self.nccl.NCCL_FLOAT32,
+        self.nccl_comm.allReduce(buf.data.ptr, buf.data.ptr, buf.size, self.nccl.NCCL_FLOAT32,
                             self.nccl.NCCL_SUM, self.stream.ptr)
 
     def exchange(self, send: Any, recv: Any) -> None:
         # One group: NCCL pairs the send with the neighbour's receive (no deadlock).
         right, left = (self.rank + 1) % self.size, (self.rank - 1) % self.size
         self.nccl.groupStart()
-        self.comm.send(send.data.ptr, send.size, self.nccl.NCCL_FLOAT32, right,
+        self.nccl_comm.send(send.data.ptr, send.size, self.nccl.NCCL_FLOAT32, right,
                        self.stream.ptr)
-        self.comm.recv(recv.data.ptr, recv.size, self.nccl.NCCL_FLOAT32, left,
+        self.nccl_comm.recv(recv.data.ptr, recv.size, self.nccl.NCCL_FLOAT32, left,
                        self.stream.ptr)
         self.nccl.groupEnd()
 
