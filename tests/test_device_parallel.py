@@ -259,13 +259,19 @@ def test_two_ranks_on_one_gpu_are_refused_clearly(tmp_path):
 
 @pytest.mark.gpu
 def test_train_command_resident_on_one_gpu_matches_the_reference(tmp_path):
-    single = run_kit("nnkit", "train", "--impl", "reference", *SMALL, "--save",
-                     str(tmp_path / "one.npz"))
-    assert single.returncode == 0, single.stderr[-2000:]
+    from nnkit import dataset
+    from nnkit.training import TrainConfig
+    from tests.serial_reference import serial_reference
+
     done = _mpirun(1, "-m", "nnkit", "train", "--mpi", "--resident", *SMALL, "--save",
                    str(tmp_path / "resident.npz"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "NCCL" in done.stderr and "test accuracy" in done.stdout
-    got, want = _saved(tmp_path / "resident.npz"), _saved(tmp_path / "one.npz")
+    # The same run in this process with the CPU reference (SMALL's settings).
+    config = TrainConfig(hidden=(8,), batch=20, epochs=2, lr=0.5, lam=1e-3)
+    data = dataset.load("sample", 0.1, 0, 4, 90)
+    want, _ = serial_reference(data, config,
+                               network.glorot_uniform(config.sizes(data.features), 0))
+    got = _saved(tmp_path / "resident.npz")
     for a, b in zip(got.weights + got.biases, want.weights + want.biases, strict=True):
         assert np.abs(a - b).max() <= TOL * np.abs(b).max()
