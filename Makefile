@@ -31,7 +31,8 @@ help:
 	@echo "make bench-gemm  GEMM kernels against cuBLAS (GPU)"
 	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
 	@echo "make train-mpi   train across NP=2 MPI ranks (IMPL=..., ARGS=...)"
-	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...)"
+	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...; on GPUs"
+	@echo "                 the device-resident engine, one GPU per rank, NCCL)"
 	@echo "make bench       the paper's comparison and leapfrogging (ARGS=--quick: minutes)"
 	@echo "make tune        the paper's learning-rate grid on a 5:1 split (ARGS=--quick)"
 	@echo "make starter     regenerate starter/ from solution/"
@@ -106,8 +107,19 @@ NP ?= 2
 train-mpi: $(SETUP)
 	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
 
+# Where nvidia-smi exists, the device-resident engine (one GPU per rank, NCCL) at the two
+# configurations of the Part 3 handout; elsewhere, or with MPI_GPU=0, CPU ranks.
+MPI_GPU ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1 || echo 0)
+RESIDENT = $(PY) -m nnkit bench-mpi --modes resident --device gpu --epochs 3
 bench-mpi: $(SETUP)
+ifeq ($(MPI_GPU),1)
+	$(RESIDENT) --hidden 4096 --batch 6400 --json results/bench_mpi_gpu_4096.json \
+		--plot results/bench_mpi_gpu_4096.png $(ARGS)
+	$(RESIDENT) --hidden 1024 --batch 800 --json results/bench_mpi_gpu_1024.json \
+		--plot results/bench_mpi_gpu_1024.png $(ARGS)
+else
 	$(PY) -m nnkit bench-mpi --json results/bench_mpi.json --plot results/bench_mpi.png $(ARGS)
+endif
 
 # The paper's comparison (handouts/part4-paper.md): tables and plots in results/paper/.
 bench: $(SETUP)
