@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from nnkit.submission import NAMED
@@ -29,8 +30,11 @@ class MarkerError(ValueError):
     """Unbalanced or nested solution markers."""
 
 
-def stub_source(source: str, name: str = "<source>") -> str:
-    """The starter version of one solution module."""
+def stub_source(source: str, name: str = "<source>",
+                body: Callable[[str, str], str] | None = None) -> str:
+    """The starter version of one solution module. `body(function, indent)`, when given,
+    writes what replaces a region instead of the NotImplementedError (grader/dist.py's
+    stand-ins for the kit's own copies of student functions)."""
     out: list[str] = []
     region: list[str] | None = None
     indent = ""
@@ -50,8 +54,11 @@ def stub_source(source: str, name: str = "<source>") -> str:
         if stripped == BEGIN:
             raise MarkerError(f"{name}:{number}: nested {BEGIN}")
         if stripped == END:
-            out.extend(h for h in region if HINT.match(h))
-            out.append(f'{indent}raise NotImplementedError("write {function}")\n')
+            if body is not None:
+                out.append(body(function.rstrip("()"), indent))
+            else:
+                out.extend(h for h in region if HINT.match(h))
+                out.append(f'{indent}raise NotImplementedError("write {function}")\n')
             region = None
             continue
         region.append(line)
