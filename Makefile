@@ -104,6 +104,7 @@ bench-train: $(SETUP)
 MPIEXEC ?= $(if $(wildcard $(dir $(PY))mpiexec),$(dir $(PY))mpiexec,mpiexec)
 NP ?= 2
 train-mpi: $(SETUP)
+	@case "$(NP)" in ''|*[!0-9]*|0) echo "make train-mpi: NP must be a number of ranks, 1 or more (got '$(NP)')" >&2; exit 2;; esac
 	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
 
 bench-mpi: $(SETUP)
