@@ -2,8 +2,10 @@
 
 Every region between `### BEGIN SOLUTION` and `### END SOLUTION` becomes a stub at the
 marker's indentation: the region's `# HINT:` comment lines are kept, and the code is
-replaced by `raise NotImplementedError(...)` naming what to write. Everything outside
-the markers is copied unchanged.
+replaced by `raise NotImplementedError(...)` naming what to write. The function's
+docstring gets a last line with the command that checks it and roughly how many lines
+the solution takes (check_line); a function without a docstring gets one. Everything
+else is copied unchanged.
 
     python -m grader.stubgen [--check] [SOLUTION_DIR STARTER_DIR]
 
@@ -39,11 +41,13 @@ def stub_source(source: str, name: str = "<source>",
     region: list[str] | None = None
     indent = ""
     function = "this part"
+    def_at = 0
     for number, line in enumerate(source.splitlines(keepends=True), start=1):
         stripped = line.strip()
         if region is None:
             if match := DEF.match(line):
                 function = f"{match.group(1)}()"
+                def_at = len(out) + 1  # the body's first line (one-line signatures)
             if stripped == BEGIN:
                 region, indent = [], line[: len(line) - len(line.lstrip())]
             elif stripped == END:
@@ -57,6 +61,8 @@ def stub_source(source: str, name: str = "<source>",
             if body is not None:
                 out.append(body(function.rstrip("()"), indent))
             else:
+                name = function.rstrip("()")
+                _end_docstring(out, def_at, indent, check_line(name, _code_lines(region)))
                 out.extend(h for h in region if HINT.match(h))
                 out.append(f'{indent}raise NotImplementedError("write {function}")\n')
             region = None
@@ -65,6 +71,45 @@ def stub_source(source: str, name: str = "<source>",
     if region is not None:
         raise MarkerError(f"{name}: {BEGIN} without {END}")
     return "".join(out)
+
+
+def _code_lines(region: list[str]) -> int:
+    return sum(1 for line in region if line.strip() and not line.strip().startswith("#"))
+
+
+def check_line(function: str, lines: int) -> str:
+    """`Check: <command> (about N lines).` for a stub: the quick check of the function's
+    item (grader/student.py), or its GEMM kernel's, and the solution's length, rounded."""
+    from grader.student import function_items
+
+    base = function.removesuffix("_kernel")
+    if base.startswith("gemm_"):
+        command = f"make check PART=gemm KERNEL={base.removeprefix('gemm_')}"
+    elif base in function_items():
+        command = f"make check FUNCTION={base}"
+    else:
+        command = "make check"
+    size = "a few lines" if lines <= 5 else f"about {5 * round(lines / 5)} lines"
+    return f"Check: `{command}` ({size})."
+
+
+def _end_docstring(out: list[str], def_at: int, indent: str, text: str) -> None:
+    """`text` as the last paragraph of the docstring opening at out[def_at] (the function's
+    first body line); a function without one gets a docstring of `text`."""
+    quote = '"' * 3
+    if def_at >= len(out) or not out[def_at].strip().startswith(quote):
+        out.insert(def_at, f"{indent}{quote}{text}{quote}\n")
+        return
+    for at in range(def_at, len(out)):
+        line = out[at].rstrip("\n")
+        start = line.index(quote) + 3 if at == def_at else 0
+        end = line.find(quote, start)
+        if end < 0:
+            continue
+        head = line[:end].rstrip()
+        out[at:at + 1] = [*([head + "\n"] if head.strip() else []), "\n",
+                          f"{indent}{text}{quote}\n"]
+        return
 
 
 def expected_files(solution: Path) -> dict[str, str]:
