@@ -199,7 +199,7 @@ def _readme_commands(text: str) -> set[str]:
 
     found = set()
     for command in re.findall(r"(?:^|`)(make [^`#\n]*)", text, flags=re.M):
-        command = re.sub(r'ARGS=("[^"]*("|$)|\S*)', "", command)  # quoted, perhaps cut by a line end
+        command = re.sub(r'ARGS=("[^"]*("|$)|\S*)', "", command)  # quoted, or cut by a line end
         words = command.split()
         if len(words) >= 2 and words[1][0].islower():
             found.add(" ".join(w for w in words if "=" not in w or w.split("=")[0] in
