@@ -42,18 +42,21 @@ def stub_source(source: str, name: str = "<source>",
     indent = ""
     function = "this part"
     def_at = 0
+    in_signature = False
     for number, line in enumerate(source.splitlines(keepends=True), start=1):
         stripped = line.strip()
         if region is None:
             if match := DEF.match(line):
                 function = f"{match.group(1)}()"
-                def_at = len(out) + 1  # the body's first line (one-line signatures)
+                in_signature = True
             if stripped == BEGIN:
                 region, indent = [], line[: len(line) - len(line.lstrip())]
             elif stripped == END:
                 raise MarkerError(f"{name}:{number}: {END} without {BEGIN}")
             else:
                 out.append(line)
+                if in_signature and line.split("#")[0].rstrip().endswith(":"):
+                    def_at, in_signature = len(out), False  # the body's first line
             continue
         if stripped == BEGIN:
             raise MarkerError(f"{name}:{number}: nested {BEGIN}")
@@ -61,8 +64,9 @@ def stub_source(source: str, name: str = "<source>",
             if body is not None:
                 out.append(body(function.rstrip("()"), indent))
             else:
-                name = function.rstrip("()")
-                _end_docstring(out, def_at, indent, check_line(name, _code_lines(region)))
+                tail = check_line(function.rstrip("()"), _code_lines(region))
+                if tail and "Check:" not in "".join(out[def_at:]):
+                    _end_docstring(out, def_at, indent, tail)
                 out.extend(h for h in region if HINT.match(h))
                 out.append(f'{indent}raise NotImplementedError("write {function}")\n')
             region = None
@@ -77,9 +81,10 @@ def _code_lines(region: list[str]) -> int:
     return sum(1 for line in region if line.strip() and not line.strip().startswith("#"))
 
 
-def check_line(function: str, lines: int) -> str:
+def check_line(function: str, lines: int) -> str | None:
     """`Check: <command> (about N lines).` for a stub: the quick check of the function's
-    item (grader/student.py), or its GEMM kernel's, and the solution's length, rounded."""
+    item (grader/student.py), or its GEMM kernel's, and the solution's length, rounded;
+    None for a function no item checks (the kit's optional exercises say their own)."""
     from grader.student import function_items
 
     base = function.removesuffix("_kernel")
@@ -88,7 +93,7 @@ def check_line(function: str, lines: int) -> str:
     elif base in function_items():
         command = f"make check FUNCTION={base}"
     else:
-        command = "make check"
+        return None
     size = "a few lines" if lines <= 5 else f"about {5 * round(lines / 5)} lines"
     return f"Check: `{command}` ({size})."
 

@@ -90,3 +90,15 @@ def test_check_line_names_the_quick_check():
 def test_softmax_docstring_gives_the_stable_loss():
     text = (NAMED["starter"] / "net_1_kernels.py").read_text()
     assert "log(sum_j exp(Z[i, j] - m))" in text and "m = max_j Z[i, j]" in text
+
+
+def test_check_line_goes_into_the_docstring_after_a_long_signature():
+    from grader.stubgen import stub_source
+
+    source = ('def scatter_batch(comm, X,\n                  labels) -> tuple:\n'
+              '    """Share out."""\n    ### BEGIN SOLUTION\n    return X, labels\n'
+              '    ### END SOLUTION\n')
+    stub = stub_source(source)
+    assert stub.startswith('def scatter_batch(comm, X,\n                  labels) -> tuple:\n'
+                           '    """Share out.\n\n    Check: `make check FUNCTION=scatter_batch`')
+    assert check_line("mse_backward_pass", 20) is None  # no item: nothing added
