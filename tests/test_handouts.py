@@ -102,3 +102,26 @@ def test_check_line_goes_into_the_docstring_after_a_long_signature():
     assert stub.startswith('def scatter_batch(comm, X,\n                  labels) -> tuple:\n'
                            '    """Share out.\n\n    Check: `make check FUNCTION=scatter_batch`')
     assert check_line("mse_backward_pass", 20) is None  # no item: nothing added
+
+
+def test_a_quick_check_keeps_only_its_item_and_checks(monkeypatch):
+    """make check FUNCTION=add_bias: only the task of its item runs, and of that item's
+    checks (it covers three functions) only add_bias's are shown."""
+    import grader.__main__ as grading
+    from grader.results import FAIL, ItemResult
+    from grader.student import only_function
+
+    def items():
+        checks = [{"case": "add_bias 1x1"}, {"case": "bias_sigmoid 1x1"}]
+        return [ItemResult("net.kernels", "k", 10, 0.0, FAIL, "m", checks=checks),
+                ItemResult("net.softmax", "s", 10, 0.0, FAIL, "m")]
+
+    fake = [grading.Task("net functions", ["net.kernels", "net.softmax"], items),
+            grading.Task("mpi scatter", ["mpi.scatter"], lambda: [])]
+    monkeypatch.setattr(grading, "_tasks", lambda *args, **kwargs: fake)
+    assert only_function("add_bias") == "net"
+    tasks = grading._tasks()
+    assert [t.name for t in tasks] == ["net functions"] and tasks[0].item_ids == ["net.kernels"]
+    kept = tasks[0].run()
+    assert [i.id for i in kept] == ["net.kernels"]
+    assert [c["case"] for c in kept[0].checks] == ["add_bias 1x1"]
