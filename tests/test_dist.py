@@ -183,6 +183,8 @@ README_RUN = {
 README_SKIP = {
     "make check": "the whole grader on starter/: test_make_check_in_the_unpacked_distribution",
     "make data": "downloads MNIST",
+    "make bench": "Part 4, optional: minutes even with --quick",
+    "make tune": "Part 4, optional: minutes even with --quick",
     "make bench-gemm": "GPU only",
     "make train": "full MNIST (the sample run is make train IMPL=reference)",
     "make check PART=net": "the same mechanism as PART=gemm, minutes in the simulator",

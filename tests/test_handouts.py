@@ -127,3 +127,27 @@ def test_a_quick_check_keeps_only_its_item_and_checks(monkeypatch):
     kept = tasks[0].run()
     assert [i.id for i in kept] == ["net.kernels"]
     assert [c["case"] for c in kept[0].checks] == ["add_bias 1x1"]
+
+
+def _signature(node: ast.FunctionDef) -> str:
+    """`a, b, scale=1.0`: a function's parameters as the handouts' tables write them."""
+    args = node.args.args
+    defaults = [None] * (len(args) - len(node.args.defaults)) + node.args.defaults
+    return ", ".join(a.arg + ("" if d is None else f"={ast.unparse(d)}")
+                     for a, d in zip(args, defaults, strict=True))
+
+
+def test_handout_contract_tables_match_starter_signatures():
+    defs = {}
+    for path in NAMED["starter"].glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef):
+                defs[node.name] = _signature(node)
+    rows = 0
+    for path in sorted(HANDOUTS.glob("part*.md")):
+        for name, params in re.findall(r"^\| `(\w+)\(([^)]*)\)` \|", path.read_text(), re.M):
+            rows += 1
+            assert name in defs, f"{path.name}: {name}() is not a function of starter/"
+            assert params.replace(" ", "") == defs[name].replace(" ", ""), \
+                f"{path.name}: {name}({params}) but starter/ has {name}({defs[name]})"
+    assert rows >= 12  # the Part 2 and Part 3 contract tables were read
