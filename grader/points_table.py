@@ -46,7 +46,7 @@ def render(config: Config) -> str:
     functions = item_functions()
     lines = ["# Points", "",
              "Every item the grader scores, with its points (from `grader/config.toml`; this",
-             "page is generated from it by `python -m grader.points_table`). `make check`",
+             "page is generated from it by `grader/points_table.py`). `make check`",
              "runs them all; a quick check of one part or function is given under each",
              "table. Speed items are scored on a GPU only, against the instructors'",
              "solution timed in the same run. The reports are graded by hand: see",

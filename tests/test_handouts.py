@@ -151,3 +151,11 @@ def test_handout_contract_tables_match_starter_signatures():
             assert params.replace(" ", "") == defs[name].replace(" ", ""), \
                 f"{path.name}: {name}({params}) but starter/ has {name}({defs[name]})"
     assert rows >= 12  # the Part 2 and Part 3 contract tables were read
+
+
+def test_student_texts_call_the_environments_interpreter():
+    """A bare `python -m nnkit` runs another installation (ModuleNotFoundError: numpy):
+    the texts say `.venv/bin/python -m ...` or give a make target."""
+    for path in STUDENT_TEXTS:
+        bare = re.findall(r"(?:^|[\s`(])python3? -m (?:nnkit|grader|pytest)", path.read_text())
+        assert not bare, f"{path.name}: {bare[:3]}"
