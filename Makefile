@@ -25,6 +25,7 @@ COURSE ?= build/course
 help:
 	@echo "make grade       grade the bundled example submissions (or SUBMISSIONS='dir ...')"
 	@echo "make check       grade your own starter/ and show every check"
+	@echo "                 (PART=gemm KERNEL=naive, PART=net, FUNCTION=scatter_batch: only those)"
 	@echo "make test        the kit's test suite (CPU only; GPU tests run where a GPU is)"
 	@echo "make data        fetch MNIST (MNIST_SRC=<folder or URL> to use a local copy)"
 	@echo "make train       train the network (IMPL=reference|solution|starter|dir, ARGS=...)"
@@ -53,8 +54,16 @@ $(VENV)/.installed: pyproject.toml
 grade: $(SETUP)
 	$(PY) -m grader $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS)
 
+# PART=gemm|net|mpi, KERNEL=naive|shared|register, FUNCTION=<a Part 2 or 3 function>: only
+# those checks, into a folder of their own (grader/student.py), as in the student kit.
+PART ?=
+KERNEL ?=
+FUNCTION ?=
+CHECK_NAME := $(subst $(eval) ,-,$(strip $(PART) $(KERNEL) $(FUNCTION)))
 check: $(SETUP)
-	$(PY) -m grader starter --out build/check --details --jobs $(JOBS)
+	$(PY) -m grader.student starter --out build/check$(if $(CHECK_NAME),/$(CHECK_NAME)) \
+	    --details --jobs $(JOBS) $(if $(PART),--parts $(PART)) \
+	    $(if $(KERNEL),--kernels $(KERNEL)) $(if $(FUNCTION),--function $(FUNCTION))
 
 test: $(SETUP)
 	$(PY) -m pytest -q
@@ -105,6 +114,7 @@ bench-train: $(SETUP)
 MPIEXEC ?= $(if $(wildcard $(dir $(PY))mpiexec),$(dir $(PY))mpiexec,mpiexec)
 NP ?= 2
 train-mpi: $(SETUP)
+	@case "$(NP)" in ''|*[!0-9]*|0) echo "make train-mpi: NP must be a number of ranks, 1 or more (got '$(NP)')" >&2; exit 2;; esac
 	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
 
 # Where nvidia-smi exists, the device-resident engine (one GPU per rank, NCCL) at the two

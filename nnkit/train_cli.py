@@ -99,6 +99,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.epochs < 1:  # the config allows 0 (an untrained network); a command does not
+        print(f"nnkit train: --epochs must be at least 1 (got {args.epochs}): with 0 "
+              "nothing would be trained", file=sys.stderr)
+        return 2
     config = TrainConfig(args.hidden, args.batch, args.epochs, args.lr, args.lam, args.loss,
                          args.seed)
     if args.mpi:
