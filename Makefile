@@ -25,13 +25,15 @@ COURSE ?= build/course
 help:
 	@echo "make grade       grade the bundled example submissions (or SUBMISSIONS='dir ...')"
 	@echo "make check       grade your own starter/ and show every check"
+	@echo "                 (PART=gemm KERNEL=naive, PART=net, FUNCTION=scatter_batch: only those)"
 	@echo "make test        the kit's test suite (CPU only; GPU tests run where a GPU is)"
 	@echo "make data        fetch MNIST (MNIST_SRC=<folder or URL> to use a local copy)"
 	@echo "make train       train the network (IMPL=reference|solution|starter|dir, ARGS=...)"
 	@echo "make bench-gemm  GEMM kernels against cuBLAS, their resources, a plot (GPU; ARGS=--sweep-v4)"
 	@echo "make bench-train seconds per epoch against PyTorch (GPU)"
 	@echo "make train-mpi   train across NP=2 MPI ranks (IMPL=..., ARGS=...)"
-	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...)"
+	@echo "make bench-mpi   MPI scaling over 1, 2, 4 ranks: table and plot (ARGS=...; on GPUs"
+	@echo "                 the device-resident engine, one GPU per rank, NCCL)"
 	@echo "make bench       the paper's comparison and leapfrogging (ARGS=--quick: minutes)"
 	@echo "make tune        the paper's learning-rate grid on a 5:1 split (ARGS=--quick)"
 	@echo "make starter     regenerate starter/ from solution/"
@@ -52,8 +54,16 @@ $(VENV)/.installed: pyproject.toml
 grade: $(SETUP)
 	$(PY) -m grader $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS)
 
+# PART=gemm|net|mpi, KERNEL=naive|shared|register, FUNCTION=<a Part 2 or 3 function>: only
+# those checks, into a folder of their own (grader/student.py), as in the student kit.
+PART ?=
+KERNEL ?=
+FUNCTION ?=
+CHECK_NAME := $(subst $(eval) ,-,$(strip $(PART) $(KERNEL) $(FUNCTION)))
 check: $(SETUP)
-	$(PY) -m grader starter --out build/check --details --jobs $(JOBS)
+	$(PY) -m grader.student starter --out build/check$(if $(CHECK_NAME),/$(CHECK_NAME)) \
+	    --details --jobs $(JOBS) $(if $(PART),--parts $(PART)) \
+	    $(if $(KERNEL),--kernels $(KERNEL)) $(if $(FUNCTION),--function $(FUNCTION))
 
 test: $(SETUP)
 	$(PY) -m pytest -q
@@ -104,10 +114,22 @@ bench-train: $(SETUP)
 MPIEXEC ?= $(if $(wildcard $(dir $(PY))mpiexec),$(dir $(PY))mpiexec,mpiexec)
 NP ?= 2
 train-mpi: $(SETUP)
+	@case "$(NP)" in ''|*[!0-9]*|0) echo "make train-mpi: NP must be a number of ranks, 1 or more (got '$(NP)')" >&2; exit 2;; esac
 	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
 
+# Where nvidia-smi exists, the device-resident engine (one GPU per rank, NCCL) at the two
+# configurations of the Part 3 handout; elsewhere, or with MPI_GPU=0, CPU ranks.
+MPI_GPU ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1 || echo 0)
+RESIDENT = $(PY) -m nnkit bench-mpi --modes resident --device gpu --epochs 3
 bench-mpi: $(SETUP)
+ifeq ($(MPI_GPU),1)
+	$(RESIDENT) --hidden 4096 --batch 6400 --json results/bench_mpi_gpu_4096.json \
+		--plot results/bench_mpi_gpu_4096.png $(ARGS)
+	$(RESIDENT) --hidden 1024 --batch 800 --json results/bench_mpi_gpu_1024.json \
+		--plot results/bench_mpi_gpu_1024.png $(ARGS)
+else
 	$(PY) -m nnkit bench-mpi --json results/bench_mpi.json --plot results/bench_mpi.png $(ARGS)
+endif
 
 # The paper's comparison (handouts/part4-paper.md): tables and plots in results/paper/.
 bench: $(SETUP)

@@ -9,7 +9,9 @@ The distribution holds:
                do (its checks are not secret; the Part 1 speed items, scored against the
                solution, are reported as not graded there: see grader/student.py)
                In nnkit/ and grader/, solution-marked regions (the kit's own copies of
-               student functions) ship as stubs, as in starter/.
+               student functions) ship as stubs, as in starter/, except where STANDINS
+               names a plain replacement: nnkit/collectives.py's Part 3 twins call
+               nnkit/plain_collectives.py, so that the reference MPI runs work.
   handouts/    the assignment texts
   tests/       the visible tests (`make test`), README.md, Makefile, pyproject.toml
 
@@ -27,6 +29,7 @@ import ast
 import shutil
 import sys
 import tarfile
+from functools import partial
 from pathlib import Path
 
 from grader.hidden_checks import HIDDEN
@@ -40,6 +43,10 @@ STUDENT_FILES = Path("grader") / "student_files"  # in the kit: the student READ
 INSTRUCTOR_ONLY = {"dist.py", "distributed.py", "hidden_checks.py", "nbcourse.py",
                    "notebook.py", "stubgen.py"}
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+# Files whose solution regions become calls to a plain stand-in instead of a stub: the
+# kit's reference MPI runs (train --mpi --impl reference, bench-mpi) need working Part 3
+# functions, and nnkit/plain_collectives.py says why its versions give nothing away.
+STANDINS = {"nnkit/collectives.py": "plain_collectives"}
 LONG_LINE = 30  # solution lines at least this long are distinctive enough to search for
 
 
@@ -94,9 +101,20 @@ def stub_kit_answers(root: Path) -> list[str]:
     for path in sorted([*(root / "nnkit").rglob("*.py"), *(root / "grader").rglob("*.py")]):
         text = path.read_text()
         if BEGIN in text:
-            path.write_text(stub_source(text, str(path)))
-            stubbed.append(path.relative_to(root).as_posix())
+            where = path.relative_to(root).as_posix()
+            standin = STANDINS.get(where)
+            body = None if standin is None else partial(_call_standin, standin)
+            path.write_text(stub_source(text, str(path), body))
+            stubbed.append(where)
     return stubbed
+
+
+def _call_standin(module: str, function: str, indent: str) -> str:
+    """A region's replacement: the same function of nnkit.<module>, given this one's
+    arguments (the region is a whole function body, so locals() holds just them)."""
+    return (f"{indent}arguments = dict(locals())  # the stand-in's are this function's\n"
+            f"{indent}from nnkit import {module}\n\n"
+            f"{indent}return {module}.{function}(**arguments)\n")
 
 
 def solution_regions(solution: Path) -> list[list[str]]:

@@ -149,6 +149,13 @@ from nnkit.notebook import setup
 setup(globals(), {modules!r})"""
 
 
+def for_notebook(handout: str) -> str:
+    """A handout's text as the notebook shows it: its modules are the notebook's cells,
+    not files to edit in starter/."""
+    return handout.replace("| file you edit (in `starter/`) |",
+                           "| module (its code cells are in this notebook) |")
+
+
 def build_notebook(assignment: Assignment, solution: Path = NAMED["solution"],
                    handouts: Path = KIT_ROOT / "handouts",
                    modules: tuple[str, ...] | None = None) -> dict:
@@ -157,7 +164,8 @@ def build_notebook(assignment: Assignment, solution: Path = NAMED["solution"],
     chosen = assignment.modules if modules is None else modules
     intro = INTRO.format(title=assignment.title)
     cells = [_cell("markdown", intro, "intro"),
-             _cell("markdown", (handouts / assignment.handout).read_text(), "handout"),
+             _cell("markdown", for_notebook((handouts / assignment.handout).read_text()),
+                   "handout"),
              _cell("code", SETUP.format(modules=list(chosen)), "setup",
                    {"locked": True, "grade_id": "setup"})]
     for module in chosen:

@@ -7,7 +7,12 @@
 For every mode and rank count, one MPI job (mpiexec next to this interpreter, else on the
 PATH) trains the network for --epochs epochs; the figure is the fastest epoch. Modes:
 `data` (data parallel, gradients combined by --reduce), `model` (W1 by rows, W2 by columns;
-NumPy on every rank), `average` (model averaging every --every minibatches). Each rank
+NumPy on every rank), `average` (model averaging every --every minibatches), `resident`
+(nnkit.device_parallel: training set and gradients on the GPUs, NCCL's all-reduce or, with
+--reduce ring, the ring over NCCL send/recv; per-layer overlap unless --no-overlap; one GPU
+per rank, so rank counts above the GPUs of the machine are skipped and said so; without a
+GPU, NumPy over MPI as a stand-in). The resident mode also profiles one more epoch with
+every phase waited for, to show where a step's time goes (compute, idle, reduce). Each rank
 runs with one BLAS thread, so a rank is a core: on CPU ranks the 1-rank run uses one core
 and the speedup is that of ranks, not of threads. With --impl solution on a machine with
 several GPUs, rank r uses GPU r mod count (one GPU per rank).
@@ -30,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-MODES = ("data", "model", "average")
+MODES = ("data", "model", "average", "resident")
 
 
 def _ranks(text: str) -> list[int]:
@@ -57,12 +62,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reduce", choices=STRATEGIES, default="allreduce",
                    help="data mode: how gradients are combined; average mode: how models")
     p.add_argument("--every", type=int, default=4, help="average mode: minibatches per average")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="resident mode: reduce the whole gradient after backward")
+    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
+                   help="resident mode: GPUs with NCCL, or the NumPy/MPI stand-in (auto: GPUs "
+                        "when there are any)")
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--batch", type=int, default=800)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--lam", type=float, default=1e-4)
-    p.add_argument("--data", default=None, help="MNIST folder (default data/mnist) or 'sample'")
+    p.add_argument("--data", default=None,
+                   help="MNIST folder (default data/mnist), 'sample', or (resident mode) "
+                        "'random': random images of MNIST's shape, for timing only")
     p.add_argument("--limit", type=int, default=None, help="use only the first N images")
     p.add_argument("--pool", type=int, default=1)
     p.add_argument("--repeats", type=int, default=20, help="timed calls per reduce strategy")
@@ -119,7 +131,94 @@ def _time_reduces(comm: Any, size_floats: int, impl_ring: Any, repeats: int) -> 
     return out
 
 
+def _time_device_reduces(comm: Any, transport: Any, xp: Any, size_floats: int,
+                         repeats: int) -> dict:
+    """Milliseconds per call (median of the ranks' max) and bytes rank 0 sends, for one sum
+    of size_floats float32 values on the devices: NCCL's all-reduce and the NCCL ring."""
+    from mpi4py import MPI
+
+    from nnkit.device_reduce import chunk_bounds, ring_allreduce, ring_bytes
+
+    p = comm.Get_size()
+    buffer = xp.asarray(np.random.default_rng(comm.Get_rank()).uniform(
+        -1, 1, size_floats).astype(np.float32))
+    scratch = xp.empty(chunk_bounds(size_floats, p)[1] + 1, xp.float32)
+    link = "NCCL" if type(transport).__name__ == "NcclTransport" else "MPI stand-in"
+    strategies = {f"device all-reduce ({link})": (transport.allreduce,
+                                                  int(2 * (p - 1) / p * 4 * size_floats)),
+                  f"device ring ({link} send/recv)": (
+                      lambda b: ring_allreduce(transport, b, scratch),
+                      ring_bytes(size_floats, p))}
+    out = {}
+    for name, (fn, sent) in strategies.items():
+        times = []
+        for _ in range(repeats + 1):
+            work = buffer.copy()
+            transport.synchronize()
+            comm.Barrier()
+            start = time.perf_counter()
+            fn(work)
+            transport.synchronize()
+            times.append(comm.allreduce(time.perf_counter() - start, op=MPI.MAX))
+        out[name] = {"ms": 1e3 * float(np.median(times[1:])), "bytes_sent_rank0": sent}
+    return out
+
+
+def _random_data(limit: int | None) -> Any:
+    """Random images of MNIST's shape (54,000 training rows of 784 pixels), the same on
+    every rank: for timing where the MNIST files are not at hand (--data random)."""
+    from nnkit.dataset import Dataset
+    from nnkit.mnist import Split
+
+    n = min(limit or 54_000, 54_000)
+    rng = np.random.default_rng(0)
+    train = Split(rng.uniform(0, 1, (n, 784)).astype(np.float32),
+                  rng.integers(0, 10, n).astype(np.int64))
+    empty = Split(np.zeros((0, 784), np.float32), np.zeros(0, np.int64))
+    return Dataset(train, empty, empty)
+
+
+def resident_worker(spec: dict) -> int:
+    """One MPI job of the resident mode: every rank reads the data itself (the same files,
+    the same split) and keeps it on its device."""
+    from mpi4py import MPI
+
+    from nnkit import dataset, network
+    from nnkit.device_parallel import array_module, make_transport, train_resident
+    from nnkit.training import TrainConfig
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    config = TrainConfig(**{**spec["config"], "hidden": tuple(spec["config"]["hidden"])})
+    data = _random_data(spec["limit"]) if spec["data"] == "random" else \
+        dataset.load(spec["data"], 0.1, config.seed, spec["pool"], spec["limit"])
+    params = network.glorot_uniform(config.sizes(data.features), config.seed)
+    transport = make_transport(comm, spec["device"])
+    xp = array_module(transport)
+    _, history = train_resident(comm, transport, xp, data.train.images, data.train.labels,
+                                params, config, reduce=spec["reduce"],
+                                overlap=spec["overlap"], profile=True)
+    sent = comm.gather(history.bytes_per_step, root=0)
+    profiles = comm.gather(history.profile, root=0)
+    devices = comm.gather(getattr(transport, "device", "CPU"), root=0)
+    n_params = sum(W.size + b.size for W, b in zip(params.weights, params.biases, strict=True))
+    reduces = _time_device_reduces(comm, transport, xp, n_params, spec["repeats"])
+    if rank == 0:
+        # Per phase, the mean over the ranks (idle is what the fastest ranks wait).
+        profile = {k: float(np.mean([p[k] for p in profiles])) for k in profiles[0]}
+        result = {"ranks": comm.Get_size(), "epoch_seconds": [e.seconds for e in
+                                                              history.epochs],
+                  "steps_per_epoch": history.steps // max(config.epochs, 1),
+                  "bytes_per_step": sent, "devices": devices, "parameters": n_params,
+                  "train_images": len(data.train), "features": data.features,
+                  "reduces": reduces, "profile": profile, "link": transport.describe()}
+        Path(spec["out"]).write_text(json.dumps(result))
+    return 0
+
+
 def worker(spec: dict) -> int:
+    if spec["mode"] == "resident":
+        return resident_worker(spec)
     from mpi4py import MPI
 
     from nnkit import dataset, network
@@ -196,6 +295,8 @@ def formula_bytes(mode: str, ranks: int, config: dict, features: int, n_params: 
         per = float(np.mean([ring * 4 * n * 10 for n in slices]))
         return per, per
     reduce = ring * 4 * n_params
+    if mode == "resident":  # no scatter: every rank reads its rows on its own device
+        return reduce, reduce
     if mode == "average":
         reduce /= config.get("every", 1)
     from nnkit.collectives import split_counts
@@ -220,6 +321,44 @@ def run_job(spec: dict, ranks: int, timeout: float, polite: bool = False) -> dic
         return json.loads(out.read_text())
 
 
+def _resident_device(choice: str) -> tuple[str, int, str]:
+    """(gpu or cpu, GPUs on this machine, a sentence for the report) for the resident mode."""
+    from nnkit.backend import device_count, probe_gpu
+
+    count, why_not = device_count()
+    usable, detail = probe_gpu()
+    if choice == "cpu" or (choice == "auto" and not usable):
+        reason = "" if choice == "cpu" else f" ({detail})"
+        return "cpu", count, f"NumPy on CPU ranks, MPI in place of NCCL{reason}"
+    if not usable:
+        raise SystemExit(f"nnkit bench-mpi: --device gpu, but {detail or why_not}")
+    from nnkit.nccl_transport import NcclUnavailable, load_nccl
+
+    try:
+        version = load_nccl().get_version()  # before any job: say what is missing once
+    except NcclUnavailable as err:
+        raise SystemExit(f"nnkit bench-mpi: resident mode on GPUs: {err}") from None
+    return "gpu", count, f"one GPU per rank ({count} on this machine: {detail}), NCCL {version}"
+
+
+def step_table(results: list[dict]) -> str:
+    """Where a step's time goes, from the profiled epoch (phases waited for one by one),
+    beside the step of the real (overlapped) epochs."""
+    lines = ["where a step's time goes, ms (profiled epoch, every phase waited for; "
+             "idle: waiting for the slowest rank)",
+             f"{'mode':<10}{'ranks':>6}{'step':>9}{'compute':>9}{'idle':>8}{'reduce':>8}"
+             f"{'profiled':>10}{'reduce %':>10}"]
+    for r in results:
+        prof = r.get("profile")
+        if not prof:
+            continue
+        step = 1e3 * r["seconds"] / max(r["steps_per_epoch"], 1)
+        lines.append(f"{r['mode']:<10}{r['ranks']:>6}{step:>9.3f}{prof['compute']:>9.3f}"
+                     f"{prof['idle']:>8.3f}{prof['reduce']:>8.3f}{prof['step']:>10.3f}"
+                     f"{prof['reduce'] / max(prof['step'], 1e-12):>10.0%}")
+    return "\n".join(lines)
+
+
 def table(results: list[dict]) -> str:
     lines = [f"{'mode':<8}{'ranks':>6}{'s/epoch':>10}{'speedup':>9}{'efficiency':>11}"
              f"{'MB/step rank 0':>16}{'MB/step other':>15}{'formula 0 / other':>20}"]
@@ -237,7 +376,7 @@ def reduce_table(results: list[dict]) -> str:
     names = list(dict.fromkeys(n for r in rows for n in r["reduces"]))
     lines = [f"one reduce of {rows[0]['parameters']:,} floats "
              f"({4 * rows[0]['parameters'] / 1e6:.2f} MB): ms per call (bytes sent by rank 0)"]
-    lines.append(f"{'strategy':<32}" + "".join(f"{str(r['ranks']) + ' ranks':>22}"
+    lines.append(f"{'strategy':<38}" + "".join(f"{str(r['ranks']) + ' ranks':>22}"
                                                for r in rows))
     for name in names:
         cells = []
@@ -245,15 +384,29 @@ def reduce_table(results: list[dict]) -> str:
             cell = r["reduces"].get(name)
             cells.append(f"{cell['ms']:>9.3f} ({cell['bytes_sent_rank0'] / 1e6:.3f} MB)"
                          if cell else "-")
-        lines.append(f"{name:<32}" + "".join(f"{c:>22}" for c in cells))
+        lines.append(f"{name:<38}" + "".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
+
+
+def _plot_steps(ax: Any, rows: list[dict]) -> None:
+    """Stacked bars: a profiled step's compute, idle and reduce, per run."""
+    labels = [f"{r['mode']}\n{r['ranks']} rank(s)" for r in rows]
+    bottom = np.zeros(len(rows))
+    for phase, colour in (("compute", "#4477aa"), ("idle", "#bbbbbb"), ("reduce", "#ee6677")):
+        values = np.array([r["profile"][phase] for r in rows])
+        ax.bar(labels, values, bottom=bottom, color=colour, label=phase)
+        bottom += values
+    ax.set_title("a profiled step, ms")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend()
 
 
 def plot(results: list[dict], path: Path, title: str) -> None:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(12, 3.8), layout="constrained")
-    axes = fig.subplots(1, 3)
+    profiled = [r for r in results if r.get("profile")]
+    fig = Figure(figsize=(16 if profiled else 12, 3.8), layout="constrained")
+    axes = fig.subplots(1, 4 if profiled else 3)
     for mode in dict.fromkeys(r["mode"] for r in results):
         rows = [r for r in results if r["mode"] == mode]
         ranks = [r["ranks"] for r in rows]
@@ -262,8 +415,10 @@ def plot(results: list[dict], path: Path, title: str) -> None:
         axes[2].plot(ranks, [100 * r["efficiency"] for r in rows], "o-", label=mode)
     top = max(r["ranks"] for r in results)
     axes[1].plot([1, top], [1, top], "--", color="#999999", label="ideal")
+    if profiled:
+        _plot_steps(axes[3], profiled)
     for ax, name in zip(axes, ("seconds per epoch", "speedup over 1 rank", "efficiency, %"),
-                        strict=True):
+                        strict=False):
         ax.set_xlabel("ranks")
         ax.set_title(name)
         ax.set_xticks(sorted({r["ranks"] for r in results}))
@@ -286,14 +441,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     config = {"hidden": [args.hidden], "batch": args.batch, "epochs": args.epochs,
               "lr": args.lr, "lam": args.lam, "loss": "ce", "seed": 0}
-    results = []
+    device, gpus, why = _resident_device(args.device) if "resident" in modes else ("", 0, "")
+    results, skipped = [], []
     for mode in modes:
         for ranks in args.ranks:
+            if mode == "resident" and device == "gpu" and ranks > gpus:
+                skipped.append(f"resident, {ranks} ranks: skipped, this machine has {gpus} "
+                               "GPU(s) and NCCL needs one GPU per rank")
+                print(skipped[-1], file=sys.stderr)
+                continue
             spec = {"mode": mode, "config": config, "impl": args.impl, "gemm": args.gemm,
                     "reduce": "allreduce" if mode == "model" and args.reduce not in
                     ("allreduce", "ring") else args.reduce, "every": args.every,
                     "data": args.data, "pool": args.pool, "limit": args.limit,
-                    "repeats": args.repeats}
+                    "repeats": args.repeats, "device": device,
+                    "overlap": not args.no_overlap}
+            if mode == "resident" and spec["reduce"] not in ("allreduce", "ring"):
+                print("nnkit bench-mpi: the resident mode reduces by allreduce or ring",
+                      file=sys.stderr)
+                return 2
             print(f"{mode}, {ranks} rank(s) ...", file=sys.stderr, flush=True)
             try:
                 got = run_job(spec, ranks, args.timeout, args.polite)
@@ -306,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
                                            got["features"], got["parameters"],
                                            got["train_images"])
             results.append(got)
+    if not results:
+        print("nnkit bench-mpi: nothing ran", file=sys.stderr)
+        return 1
     for mode in modes:
         rows = [r for r in results if r["mode"] == mode]
         base = next((r["seconds"] for r in rows if r["ranks"] == 1), None)
@@ -314,16 +483,28 @@ def main(argv: list[str] | None = None) -> int:
             r["efficiency"] = r["speedup"] / r["ranks"]
     first = results[0]
     sizes = f"{first['features']}-{args.hidden}-10"
-    title = (f"{sizes}, batch {args.batch}, {first['train_images']} images, impl {args.impl}; "
+    network = "the kit's network (CuPy/NumPy)" if modes == ["resident"] else f"impl {args.impl}"
+    images = "random images" if args.data == "random" else "images"
+    title = (f"{sizes}, batch {args.batch}, {first['train_images']} {images}, {network}; "
              f"fastest of {args.epochs} epoch(s)" + ("; yielding MPICH" if args.polite else ""))
     print(title)
     print(f"devices of the ranks (largest run): {', '.join(results[-1]['devices'])}")
+    if "resident" in modes:
+        print(f"resident mode: {why}" + ("" if args.no_overlap else
+                                          ", per-layer overlap of reduce and backward"))
     print(table(results))
-    print()
-    print(reduce_table(results))
+    for line in skipped:
+        print(line)
+    if any("profile" in r for r in results):
+        print()
+        print(step_table(results))
+    for mode in dict.fromkeys(r["mode"] for r in results):
+        print()
+        print(reduce_table([r for r in results if r["mode"] == mode]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"title": title, "results": results}, indent=1))
+        args.json.write_text(json.dumps({"title": title, "results": results,
+                                         "skipped": skipped}, indent=1))
     if args.plot:
         plot(results, args.plot, title)
         print(f"plot: {args.plot}", file=sys.stderr)

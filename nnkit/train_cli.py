@@ -8,6 +8,8 @@
                                                                       CUDA simulator)
     mpiexec -n 4 python -m nnkit train --mpi --impl solution ...    (Part 3: data parallel
                                                                       over 4 MPI ranks)
+    mpiexec -n 4 python -m nnkit train --mpi --resident ...         (the same, everything on
+                                                                      the GPUs, NCCL)
 
 Prints the training loss and validation accuracy after every epoch, the test accuracy at
 the end, and with --save writes the parameters (W1, b1, W2, ...) and the settings to .npz.
@@ -25,6 +27,7 @@ import numpy as np
 from nnkit import dataset, network
 from nnkit.backend import select
 from nnkit.collectives import STRATEGIES
+from nnkit.sim_cost import SIMULATOR_LIMIT_S, simulator_seconds
 from nnkit.submission import SubmissionError, resolve
 from nnkit.training import (
     GEMM_CHOICES,
@@ -37,11 +40,6 @@ from nnkit.training import (
 )
 
 REFERENCE = "reference"
-# Speed of the CUDA simulator, measured: the naive GEMM does about 1.5e5 multiply-adds a
-# second (64^3 in 1.7 s), and starting a CUDA thread (a Python thread) costs about 0.2 ms.
-SIMULATOR_MACS_PER_S = 1.5e5
-SIMULATOR_THREADS_PER_S = 5e3
-SIMULATOR_LIMIT_S = 600
 
 
 def _hidden(text: str) -> tuple[int, ...]:
@@ -90,26 +88,21 @@ def parser() -> argparse.ArgumentParser:
     mpi.add_argument("--average-every", type=int, default=0, metavar="K",
                      help="model averaging every K minibatches instead of gradient "
                           "all-reduce (0: off)")
+    mpi.add_argument("--resident", action="store_true",
+                     help="device-resident data parallelism: the training set and gradients "
+                          "stay on the GPUs (one per rank), summed by NCCL; the kit's network")
     mpi.add_argument("--model-parallel", action="store_true",
                      help="split W1 by rows and W2 by columns across the ranks (one hidden "
                           "layer, --impl reference)")
     return p
 
 
-def simulator_seconds(config: TrainConfig, features: int, n_train: int,
-                      host_gemm: bool) -> float:
-    """A rough time for one epoch of a GPU implementation in the CUDA simulator: the GEMMs'
-    multiply-adds, plus one thread per element for the elementwise kernels and updates."""
-    sizes = config.sizes(features)
-    n_params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
-    batches = -(-n_train // config.batch)
-    threads = batches * (4 * min(config.batch, n_train) * sum(sizes[1:]) + n_params)
-    macs = 0 if host_gemm else 3 * n_train * (n_params - sum(sizes[1:]))
-    return macs / SIMULATOR_MACS_PER_S + threads / SIMULATOR_THREADS_PER_S
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.epochs < 1:  # the config allows 0 (an untrained network); a command does not
+        print(f"nnkit train: --epochs must be at least 1 (got {args.epochs}): with 0 "
+              "nothing would be trained", file=sys.stderr)
+        return 2
     config = TrainConfig(args.hidden, args.batch, args.epochs, args.lr, args.lam, args.loss,
                          args.seed)
     if args.mpi:
@@ -118,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"nnkit train: {err}", file=sys.stderr)
             return 2
-        from nnkit.mpi_train import main_mpi
+        from nnkit.mpi_cli import main_mpi
 
         return main_mpi(args, config)
     try:

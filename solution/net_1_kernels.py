@@ -100,10 +100,13 @@ def softmax_cross_entropy_kernel(Z, labels, P, dZ, losses, inv_n):
 
 
 def softmax_cross_entropy(Z, labels, P, dZ, losses) -> None:
-    """Row by row: P = softmax(Z), losses[i] = -log P[i, labels[i]], and
+    """Row by row: P = softmax(Z), the cross-entropy losses[i] = -log P[i, labels[i]], and
     dZ = (P - onehot(labels)) / n, the gradient of the *mean* loss over the n rows.
 
-    Must be exact for any finite logits, e.g. rows like [100, -100, 0, ...]."""
+    Must be exact for any finite logits, e.g. rows like [100, -100, 0, ...]: compute the
+    loss in its stable form, losses[i] = m + log(sum_j exp(Z[i, j] - m)) - Z[i, labels[i]]
+    with m = max_j Z[i, j] (log-sum-exp), never as -log of P, which underflows to 0 (and
+    the loss to inf) for a row like [95, -95] labelled 1."""
     ### BEGIN SOLUTION
     n = Z.shape[0]
     grid = (n + BLOCK_1D - 1) // BLOCK_1D

@@ -21,14 +21,18 @@ BLOCK_Y = 8
 
 @cuda.jit
 def gemm_naive_kernel(A, B, C, alpha, beta):
-    """Each thread computes C[i, j]."""
+    """Each thread computes C[i, j].
+
+    Check: `make check PART=gemm KERNEL=naive` (about 10 lines)."""
     # HINT: map threadIdx.x to the column so that a warp reads a row of B and writes a row of
     # HINT: C: consecutive threads, consecutive addresses (coalesced). Accumulate in float32.
     raise NotImplementedError("write gemm_naive_kernel()")
 
 
 def gemm_naive(A, B, C, alpha: float, beta: float) -> None:
-    """Launch gemm_naive_kernel over all of C."""
+    """Launch gemm_naive_kernel over all of C.
+
+    Check: `make check PART=gemm KERNEL=naive` (a few lines)."""
     # HINT: enough blocks of (BLOCK_X, BLOCK_Y) threads to cover all N columns and M rows;
     # HINT: pass alpha and beta as np.float32, or the kernel computes in float64.
     raise NotImplementedError("write gemm_naive()")

@@ -15,7 +15,9 @@ TILE = 32
 
 @cuda.jit
 def gemm_shared_kernel(A, B, C, alpha, beta):
-    """Block (bx, by) computes C[by*TILE:(by+1)*TILE, bx*TILE:(bx+1)*TILE]."""
+    """Block (bx, by) computes C[by*TILE:(by+1)*TILE, bx*TILE:(bx+1)*TILE].
+
+    Check: `make check PART=gemm KERNEL=shared` (about 25 lines)."""
     # HINT: cuda.shared.array((TILE, TILE), np.float32) for each operand. Load one element
     # HINT: per thread (zero where the tile hangs over the edge of A or B), syncthreads,
     # HINT: accumulate TILE products, syncthreads again before the next load.
@@ -23,5 +25,7 @@ def gemm_shared_kernel(A, B, C, alpha, beta):
 
 
 def gemm_shared(A, B, C, alpha: float, beta: float) -> None:
-    """Launch gemm_shared_kernel with TILE x TILE threads per block over all of C."""
+    """Launch gemm_shared_kernel with TILE x TILE threads per block over all of C.
+
+    Check: `make check PART=gemm KERNEL=shared` (a few lines)."""
     raise NotImplementedError("write gemm_shared()")

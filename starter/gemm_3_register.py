@@ -26,7 +26,9 @@ TILE_K = 4  # step along K
 
 @cuda.jit
 def gemm_register_kernel(A, B, C, alpha, beta):
-    """Block (bx, by) computes C[by*16:(by+1)*16, bx*64:(bx+1)*64]."""
+    """Block (bx, by) computes C[by*16:(by+1)*16, bx*64:(bx+1)*64].
+
+    Check: `make check PART=gemm KERNEL=register` (about 35 lines)."""
     # HINT: t = threadIdx.y * THREADS_X + threadIdx.x picks the column j = bx*TILE_N + t.
     # HINT: Per step along K: the block loads a TILE_M x TILE_K piece of A into shared
     # HINT: memory (one element per thread), each thread loads its TILE_K values of B
@@ -36,5 +38,7 @@ def gemm_register_kernel(A, B, C, alpha, beta):
 
 
 def gemm_register(A, B, C, alpha: float, beta: float) -> None:
-    """Launch gemm_register_kernel with (16, 4) threads per block over all of C."""
+    """Launch gemm_register_kernel with (16, 4) threads per block over all of C.
+
+    Check: `make check PART=gemm KERNEL=register` (a few lines)."""
     raise NotImplementedError("write gemm_register()")

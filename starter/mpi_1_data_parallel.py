@@ -15,7 +15,9 @@ from mpi4py import MPI
 
 def shard_counts(n: int, size: int) -> list[int]:
     """Rows of a batch of n for each of `size` ranks: as even as possible, and the first
-    n % size ranks take one row more (800 over 3 ranks: 267, 267, 266)."""
+    n % size ranks take one row more (800 over 3 ranks: 267, 267, 266).
+
+    Check: `make check FUNCTION=shard_counts` (a few lines)."""
     raise NotImplementedError("write shard_counts()")
 
 
@@ -27,7 +29,8 @@ def scatter_batch(comm, X, labels, root: int = 0) -> tuple:
     counts of shard_counts(n, comm.size) and offset_r the sum of the counts before r.
     Returns (X_local, labels_local): float32 (count_r, d) and int64 (count_r,) arrays,
     possibly with zero rows. One Scatterv for the images and one for the labels.
-    """
+
+    Check: `make check FUNCTION=scatter_batch` (about 15 lines)."""
     # HINT: only root knows n and d: broadcast them first (comm.bcast of a small tuple).
     # HINT: Scatterv takes [buffer, counts, displacements, MPI type] on root, with counts
     # HINT: and displacements in elements (rows * d for the images), and None elsewhere.
@@ -43,7 +46,8 @@ def allreduce_gradients(comm, grads: list, n_local: int, n_total: int) -> list:
     Returns float32 arrays of the same shapes, equal on every rank, holding
     sum over ranks of (n_local / n_total) * grads. A rank with no rows contributes nothing.
     Use MPI's Allreduce (one call for all the arrays is fastest).
-    """
+
+    Check: `make check FUNCTION=allreduce_gradients` (about 10 lines)."""
     # HINT: the gradient of the batch is the mean over all n_total rows, but each rank
     # HINT: sent the mean over its own rows: weigh each by its share of the batch.
     raise NotImplementedError("write allreduce_gradients()")

@@ -22,14 +22,18 @@ import numpy as np
 
 def chunk_bounds(length: int, parts: int) -> list[int]:
     """parts + 1 offsets cutting `length` elements into `parts` chunks whose sizes differ
-    by at most one; chunks are empty when length < parts."""
+    by at most one; chunks are empty when length < parts.
+
+    Check: `make check FUNCTION=chunk_bounds` (a few lines)."""
     raise NotImplementedError("write chunk_bounds()")
 
 
 def ring_allreduce(comm, buffer) -> None:
     """Sum a float32 1-D array over the ranks of comm, in place: afterwards every rank's
     buffer holds the elementwise sum of all ranks' buffers. Any length, including lengths
-    not divisible by the number of ranks and lengths smaller than it."""
+    not divisible by the number of ranks and lengths smaller than it.
+
+    Check: `make check FUNCTION=ring_allreduce` (about 20 lines)."""
     # HINT: in reduce-scatter step s (s = 0 .. p-2) rank r sends chunk (r - s) mod p and
     # HINT: receives chunk (r - s - 1) mod p; in all-gather step s it sends chunk
     # HINT: (r + 1 - s) mod p and receives chunk (r - s) mod p.

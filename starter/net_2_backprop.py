@@ -27,7 +27,9 @@ from .net_1_kernels import (
 
 
 def forward(weights, biases, X, gemm) -> list:
-    """[A_0 = X, A_1, ..., A_{L-1}, Z_L]: every layer's output, the last one before softmax."""
+    """[A_0 = X, A_1, ..., A_{L-1}, Z_L]: every layer's output, the last one before softmax.
+
+    Check: `make check FUNCTION=forward` (about 10 lines)."""
     # HINT: Z_l = A_{l-1} W_l^T is one gemm with trans_b=True into a fresh (n, out) array.
     raise NotImplementedError("write forward()")
 
@@ -36,7 +38,9 @@ def backward(weights, biases, acts, labels, lam: float, gemm) -> tuple:
     """Gradients of J = mean cross-entropy + 0.5 * lam * sum ||W||^2, from forward()'s acts.
 
     Returns (grads_W, grads_b, losses): lists shaped like weights and biases, and the
-    per-sample cross-entropy (n,) without the L2 term."""
+    per-sample cross-entropy (n,) without the L2 term.
+
+    Check: `make check FUNCTION=backward` (about 20 lines)."""
     # HINT: dW_l = dZ_l^T A_{l-1} + lam * W_l is a single gemm: start from a copy of W_l and
     # HINT: use beta = lam. The bias gradient is column_sums(dZ_l). Going down a layer,
     # HINT: dA = dZ_l W_l (another gemm), then sigmoid_backward(dA, A_{l-1}).
@@ -44,5 +48,7 @@ def backward(weights, biases, acts, labels, lam: float, gemm) -> tuple:
 
 
 def sgd_step(weights, biases, grads_W, grads_b, lr: float) -> None:
-    """Every parameter p <- p - lr * dJ/dp, in place."""
+    """Every parameter p <- p - lr * dJ/dp, in place.
+
+    Check: `make check FUNCTION=sgd_step` (a few lines)."""
     raise NotImplementedError("write sgd_step()")

@@ -164,7 +164,9 @@ MESSAGES = {
     "openblas_ctypes": [STOPPED],
     "gc_disarm": [STOPPED, "with gc"],
     "read_inputs": [STOPPED, "outside its own"],
-    "thread_escape": [STOPPED, "a thread it started"],
+    # Python 3.12 audits the thread's start (refused there); 3.11 does not, and the library
+    # call inside the thread is refused instead, for the submission.
+    "thread_escape": [STOPPED, ("a thread it started", "started a thread")],
     "exec_string": [STOPPED, "code from a string"],
     "kill_parent": [STOPPED, "sent a signal"],
     # A kernel body doing NumPy work on whole rows: the simulator refuses what a GPU could
@@ -183,8 +185,9 @@ def test_every_cheat_gets_a_clear_message(graded, name):
     if isinstance(fragments, dict):  # what is said depends on where it ran
         on_gpu = "GPU" in graded["reports"][name]["backend"]
         fragments = fragments["gpu" if on_gpu else "simulator"]
-    for fragment in fragments:
-        assert fragment in message, message
+    for fragment in fragments:  # a tuple: any one of these
+        alternatives = fragment if isinstance(fragment, tuple) else (fragment,)
+        assert any(a in message for a in alternatives), message
     if name == "memory_bomb":  # the limit of the mode it ran in, as the test set it
         mode = "gpu" if "GPU" in graded["reports"][name]["backend"] else "simulator"
         assert f"memory limit is {MEMORY_MB[mode]} MB" in message, message

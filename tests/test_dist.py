@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from functools import partial
 
 import pytest
 
@@ -78,9 +79,22 @@ def test_no_solution_and_no_hidden_check_ships(built):
 def test_kit_copies_of_student_functions_ship_as_stubs(built, tmp_path):
     kit, root, _ = built
     marked = [p for p in (kit / "nnkit").rglob("*.py") if "### BEGIN SOLUTION" in p.read_text()]
+    assert "nnkit/model_parallel.py" in {p.relative_to(kit).as_posix() for p in marked}
     for path in marked:
+        where = path.relative_to(kit).as_posix()
+        standin = dist.STANDINS.get(where)
+        body = None if standin is None else partial(dist._call_standin, standin)
         shipped = root / path.relative_to(kit)
-        assert shipped.read_text() == stub_source(path.read_text())
+        assert shipped.read_text() == stub_source(path.read_text(), body=body)
+    # The Part 3 twins call the plain stand-ins, which hold none of the solution's lines.
+    twins = (root / "nnkit" / "collectives.py").read_text()
+    for function in ("scatter_batch", "allreduce_gradients", "ring_allreduce"):
+        assert f"return plain_collectives.{function}(**arguments)" in twins
+    plain = (root / "nnkit" / "plain_collectives.py").read_text()
+    assert ".Scatterv(" not in plain and ".Sendrecv(" not in plain  # calls, not the docstring
+    # The bonus ships as a stub.
+    bonus = (root / "nnkit" / "model_parallel.py").read_text()
+    assert 'raise NotImplementedError("write model_parallel_step()")' in bonus
     # And the mechanism itself, on a planted file.
     copy = shutil.copytree(root, tmp_path / "copy")
     (copy / "nnkit" / "twin.py").write_text(
@@ -121,7 +135,13 @@ def test_make_test_in_the_unpacked_distribution(unpacked):
                             env={**os.environ, "NNKIT_IMPL": str(NAMED["solution"])},
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
-    assert f"{len(VISIBLE)} passed" in result.stdout
+    assert f"{len(VISIBLE) + 3} passed" in result.stdout  # and Part 3 on 1, 2, 3 ranks
+    # On the stubs, Part 3's visible checks fail and say what to write.
+    stubs = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests", "-k", "mpi"],
+                           cwd=unpacked, capture_output=True, text=True, timeout=600,
+                           env={k: v for k, v in os.environ.items() if k != "NNKIT_IMPL"})
+    assert stubs.returncode != 0 and "3 failed" in stubs.stdout
+    assert "NotImplementedError: write scatter_batch()" in stubs.stdout
     with pytest.raises(NotImplementedError):
         check("add_bias", load_function(unpacked / "starter", "net_1_kernels", "add_bias"))
 
@@ -143,3 +163,100 @@ class _Config:
 
     def points(self, item_id):
         return 5.0
+
+
+# ---------------------------------------------------------------------------------------
+# The student's path: every command the student README shows, run in the unpacked kit
+
+# Commands of the student README that this test runs, with what their output must show.
+# NNKIT_IMPL / IMPL=solution stands for a student who has done everything (the kit's
+# solution folder, outside the unpacked kit).
+README_RUN = {
+    "make test": "passed",
+    "make check PART=gemm KERNEL=naive": "gemm.naive.correctness",
+    "make check FUNCTION=scatter_batch": "mpi.scatter",
+    "make train-mpi NP=2 IMPL=reference": "test accuracy",
+    "make train IMPL=reference": "test accuracy",
+    "make bench-mpi": "one reduce of",
+}
+# Commands it leaves out, and why.
+README_SKIP = {
+    "make check": "the whole grader on starter/: test_make_check_in_the_unpacked_distribution",
+    "make data": "downloads MNIST",
+    "make bench": "Part 4, optional: minutes even with --quick",
+    "make tune": "Part 4, optional: minutes even with --quick",
+    "make bench-gemm": "GPU only",
+    "make train": "full MNIST (the sample run is make train IMPL=reference)",
+    "make check PART=net": "the same mechanism as PART=gemm, minutes in the simulator",
+    "make check PART=mpi": "the same mechanism as FUNCTION=scatter_batch",
+    "make check FUNCTION=softmax_cross_entropy": "the same mechanism as FUNCTION=scatter_batch",
+    "make train-mpi NP=2 IMPL=reference ARGS=--model-parallel": "the bonus ships as a stub",
+}
+SMALL = "--data sample --limit 200 --pool 4 --hidden 16 --batch 50"
+
+
+def _readme_commands(text: str) -> set[str]:
+    """`make ...` commands the README shows (in code spans and blocks), without ARGS."""
+    import re
+
+    found = set()
+    for command in re.findall(r"(?:^|`)(make [^`#\n]*)", text, flags=re.M):
+        command = re.sub(r'ARGS=("[^"]*("|$)|\S*)', "", command)  # quoted, or cut by a line end
+        words = command.split()
+        if len(words) >= 2 and words[1][0].islower():
+            found.add(" ".join(w for w in words if "=" not in w or w.split("=")[0] in
+                               ("PART", "KERNEL", "FUNCTION", "IMPL", "NP")))
+    return found
+
+
+def test_every_readme_command_is_run_or_explained(unpacked):
+    shown = _readme_commands((unpacked / "README.md").read_text())
+    assert "make train-mpi NP=2 IMPL=reference" in shown  # Part 3 is in the README
+    unexplained = shown - README_RUN.keys() - README_SKIP.keys()
+    assert not unexplained, f"README commands neither run nor explained: {unexplained}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_the_student_readme_commands_work_in_the_unpacked_kit(unpacked):
+    """The README's commands, from the unpacked archive, with this interpreter (PY=), in
+    the simulator; each prints what it should, and quick checks write folders of their
+    own, never the full run's."""
+    from nnkit.collectives import find_mpiexec
+
+    if find_mpiexec() is None:
+        pytest.skip("no mpiexec")
+    solution = str(NAMED["solution"])
+    env = {**os.environ, "NNKIT_DEVICE": "sim", "NNKIT_IMPL": solution}
+    extra = {
+        "make test": [],
+        "make check PART=gemm KERNEL=naive": ["JOBS=2"],
+        "make check FUNCTION=scatter_batch": ["JOBS=2"],
+        "make train-mpi NP=2 IMPL=reference": [f"ARGS=--data sample --epochs 2 {SMALL}"],
+        "make train IMPL=reference": [f"ARGS=--data sample --epochs 2 {SMALL}"],
+        "make bench-mpi": [f"IMPL={solution}", f"ARGS={SMALL} --epochs 1 --gemm host "
+                           "--ranks 1,2 --repeats 2 --hidden 16"],
+    }
+    full = unpacked / "build" / "check" / "starter.json"  # the full run's report, if any
+    before = full.read_bytes() if full.exists() else None
+    for command, expect in README_RUN.items():
+        argv = [*command.split(), f"PY={sys.executable}", *extra[command]]
+        done = subprocess.run(argv, cwd=unpacked, env=env, capture_output=True, text=True,
+                              timeout=900)
+        shown = done.stdout + done.stderr
+        assert done.returncode == 0, f"{command}: {shown[-3000:]}"
+        assert expect in shown, f"{command}: {shown[-3000:]}"
+    naive = json.loads((unpacked / "build/check/gemm-naive/starter.json").read_text())
+    assert {i["id"] for i in naive["items"]} == {"gemm.naive.correctness",
+                                                  "gemm.naive.performance"}
+    scatter = json.loads((unpacked / "build/check/scatter_batch/starter.json").read_text())
+    assert [i["id"] for i in scatter["items"]] == ["mpi.scatter"]
+    assert scatter["items"][0]["points"] == 0  # starter/ is a stub
+    assert (full.read_bytes() if full.exists() else None) == before  # left alone
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_train_mpi_refuses_zero_ranks(unpacked):
+    done = subprocess.run(["make", "train-mpi", "NP=0", f"PY={sys.executable}"], cwd=unpacked,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "NP must be a number of ranks" in done.stderr

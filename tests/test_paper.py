@@ -47,19 +47,20 @@ def check_step(after: network.Params, params, X, labels, loss) -> None:
 
 
 def loop_runner(name: str, params, cfg):
-    from nnkit.paper import matpar
+    from nnkit.paper import fused, matpar
     from nnkit.paper.naive import NaiveRunner
     from nnkit.paper.threads import ThreadsRunner
 
     return {"naive": lambda: NaiveRunner(params, cfg),
             "threads": lambda: ThreadsRunner(params, cfg),
             "matpar": lambda: matpar.runner(params, cfg),
-            "arrays": lambda: ArrayRunner(numpy_ops(np), params, cfg)}[name]()
+            "arrays": lambda: ArrayRunner(numpy_ops(np), params, cfg),
+            "fused": lambda: fused.runner(params, cfg)}[name]()
 
 
 @pytest.mark.parametrize("loss", network.LOSSES)
 @pytest.mark.parametrize("net", NETS)
-@pytest.mark.parametrize("name", ["naive", "threads", "matpar", "arrays"])
+@pytest.mark.parametrize("name", ["naive", "threads", "matpar", "arrays", "fused"])
 def test_cpu_implementations_match_the_reference(name, net, loss):
     sizes = NETS[net]
     params, X, labels = problem(sizes)

@@ -91,7 +91,9 @@ IMPORT_SYSTEM_EVENTS = frozenset({"marshal.loads", "marshal.load", "exec", "comp
 REFUSED_IMPORTS = ("ctypes", "_ctypes", "cffi", "gc", "inspect", "subprocess", "socket",
                    "multiprocessing", "pty", "torch", "jax", "jaxlib", "tensorflow", "scipy",
                    "sklearn", "cupy.cublas", "cupyx.cutensor", "grader", "nnkit.network",
-                   "nnkit.collectives", "nnkit.mpi_train", "importlib.util", "runpy",
+                   "nnkit.collectives", "nnkit.plain_collectives", "nnkit.mpi_train",
+                   "nnkit.model_parallel", "nnkit.device_reduce", "nnkit.device_parallel",
+                   "importlib.util", "runpy",
                    "code", "codeop", "pickle", "marshal", "shelve", "mmap", "_posixsubprocess")
 
 

@@ -70,6 +70,12 @@ def use_network(impl: str) -> None:
     _network["impl"] = impl
 
 
+def _fused(params: network.Params, config: TrainConfig) -> Any:
+    from nnkit.paper import fused
+
+    return fused.runner(params, config)
+
+
 def _solution(gemm: str) -> Factory:
     def make(params: network.Params, config: TrainConfig) -> Any:
         from nnkit.paper import gpu
@@ -103,6 +109,10 @@ IMPLS: dict[str, Impl] = {i.name: i for i in [
     Impl("blas-1", "blas-1", "cpu", "the reference on NumPy/BLAS, one thread", _blas),
     Impl("blas-all", "blas-1", "cpu", "the reference on NumPy/BLAS, all cores", _blas,
          blas=None),
+    Impl("blas-fused-1", "blas-fused-1", "cpu", "BLAS products, element-wise passes fused "
+         "(numba), one thread", _fused, numba=1),
+    Impl("blas-fused", "blas-fused-1", "cpu", "BLAS products, element-wise passes fused "
+         "and threaded (numba), all cores", _fused, blas=None),
     Impl("torch-cpu-1", "torch-cpu-1", "cpu", "PyTorch on the CPU, one thread", _torch("cpu"),
          torch=1, needs="torch"),
     Impl("torch-cpu", "torch-cpu-1", "cpu", "PyTorch on the CPU, all cores", _torch("cpu"),
