@@ -20,7 +20,7 @@ from nnkit.submission import KIT_ROOT
 HANDOUT = KIT_ROOT / "handouts" / "points.md"
 PARTS = {"gemm": "Part 1, GEMM", "net": "Part 2, the network", "mpi": "Part 3, MPI"}
 GEMM_FUNCTIONS = {"naive": "gemm_1_naive.py", "shared": "gemm_2_shared.py",
-                  "register": "gemm_3_register.py"}
+                  "register": "gemm_3_register.py", "hierarchical": "gemm_4_hierarchical.py"}
 QUICK = {"gemm": "make check PART=gemm KERNEL=<kernel>", "net": "make check PART=net",
          "mpi": "make check PART=mpi"}
 
@@ -42,8 +42,25 @@ def item_functions() -> dict[str, list[str]]:
     return found
 
 
+def bonus_items(config: Config) -> list[str]:
+    """The items of the bonus kernels (nnkit.gemm.BONUS_KERNELS), in config order."""
+    from nnkit.gemm import BONUS_KERNELS
+
+    return [i for i in config.items if i.split(".")[0] == "gemm"
+            and i.split(".")[1] in BONUS_KERNELS]
+
+
+def _rows(config: Config, ids: list[str], functions: dict[str, list[str]]) -> list[str]:
+    rows = ["| item | what is checked | points | functions |", "| --- | --- | ---: | --- |"]
+    for item in ids:
+        names = ", ".join(f"`{f}`" if f.isidentifier() else f for f in functions.get(item, []))
+        rows.append(f"| `{item}` | {config.title(item)} | {config.points(item):g} | {names} |")
+    return rows
+
+
 def render(config: Config) -> str:
     functions = item_functions()
+    bonus = bonus_items(config)
     lines = ["# Points", "",
              "Every item the grader scores, with its points (from `grader/config.toml`; this",
              "page is generated from it by `grader/points_table.py`). `make check`",
@@ -53,19 +70,18 @@ def render(config: Config) -> str:
              "[reports.md](reports.md).", ""]
     total = 0.0
     for part, heading in PARTS.items():
-        ids = [i for i in config.items if i.split(".")[0] == part]
+        ids = [i for i in config.items if i.split(".")[0] == part
+               and (config.bonus or i not in bonus)]
         points = sum(config.points(i) for i in ids)
         total += points
-        lines += [f"## {heading}: {points:g} points", "",
-                  "| item | what is checked | points | functions |",
-                  "| --- | --- | ---: | --- |"]
-        for item in ids:
-            names = ", ".join(f"`{f}`" if f.isidentifier() else f
-                              for f in functions.get(item, []))
-            lines.append(f"| `{item}` | {config.title(item)} | {config.points(item):g} | "
-                         f"{names} |")
+        lines += [f"## {heading}: {points:g} points", "", *_rows(config, ids, functions)]
         lines += ["", f"Quick check: `{QUICK[part]}`"
                   + (" or `make check FUNCTION=<function>`." if part != "gemm" else "."), ""]
+    if bonus and not config.bonus:
+        lines += ["## Bonus: Part 1's version 4 (not counted in this course's total)", "",
+                  "Graded only when the instructors turn the bonus on (`[bonus] enabled` in",
+                  "the config); check yours with `make check PART=gemm KERNEL=hierarchical`.", "",
+                  *_rows(config, bonus, functions), ""]
     lines += [f"Total of the graded items: {total:g} points.", ""]
     return "\n".join(lines)
 

@@ -20,20 +20,17 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from nnkit.backend import copy_into, select, to_device, to_host
+from nnkit.backend import select
+from nnkit.bench_gemm_check import ALPHA, BETA, check_and_time, problem
 from nnkit.bench_gemm_plot import PLOT_SIZES, parse_sizes, plot_progression
 from nnkit.bench_gemm_sweep import DEFAULT_TILES, SWEEP_SHAPES, format_sweep, parse_tiles, sweep
-from nnkit.gemm import KERNELS, cublas_gemm, gemm
-from nnkit.gemm_reference import error_bound, random_operands, reference
+from nnkit.gemm import KERNELS, cublas_gemm
 from nnkit.kernel_resources import format_resources, resources
 from nnkit.submission import load_function, load_module, resolve
-from nnkit.timing import best, gemm_gflops, spin_up, time_calls
+from nnkit.timing import gemm_gflops, spin_up
 
 GPU_SHAPES = "4096x4096x4096,1024x3200x784,800x1000x784,800x10x1000,10x3200x1024"
 SIMULATOR_SHAPES = "64x64x64"
-ALPHA, BETA = 2.0, 5.0
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
@@ -47,33 +44,6 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
             raise ValueError(f"shape {part!r}: every dimension must be >= 1")
         shapes.append((M, N, K))
     return shapes
-
-
-def check_and_time(launch, A, B, C0, expected, bound, repeats: int) -> tuple[str, float | None]:
-    """('ok', best seconds), or (what went wrong, None). C0 is never modified."""
-    C = to_device(to_host(C0))
-    try:
-        gemm(launch, A, B, C, ALPHA, BETA)
-        got = to_host(C).astype(np.float64)
-    except Exception as err:  # noqa: BLE001 - report it and go on with the other kernels
-        return f"{type(err).__name__}: {err}"[:120], None
-    bad = int((~(np.abs(got - expected) <= bound)).sum())
-    if bad:
-        return f"WRONG: {bad} elements outside the float32 bound", None
-    timings = time_calls(lambda: gemm(launch, A, B, C, ALPHA, BETA), repeats=repeats,
-                         before_each=lambda: copy_into(C, C0))
-    if timings.escaped_events():
-        return "work ran outside the timed stream", None
-    return "ok", best(timings.counted)
-
-
-def problem(M: int, N: int, K: int) -> tuple:
-    """Device operands A, B, C0 of one shape, the float64 result and its float32 bound."""
-    A_h, B_h, C_h = random_operands(M, N, K, seed=M * 7 + N * 3 + K)
-    expected = reference(A_h, B_h, C_h, ALPHA, BETA)
-    bound = error_bound(A_h, B_h, C_h, ALPHA, BETA)
-    A, B, C0 = (to_device(x) for x in (A_h, B_h, C_h))
-    return A, B, C0, expected, bound
 
 
 def run(impl: str, shapes: list[tuple[int, int, int]], kernels: list[str],

@@ -62,7 +62,7 @@ def sweep(folder: Path, configs: list[dict[str, int]], shapes: list[tuple[int, i
           repeats: int) -> list[dict]:
     """One row per configuration: its figures per shape, its resources, or why it failed."""
     from nnkit.backend import select
-    from nnkit.bench_gemm import check_and_time, problem
+    from nnkit.bench_gemm_check import check_and_time, problem
     from nnkit.timing import spin_up
 
     on_gpu = select().on_gpu
