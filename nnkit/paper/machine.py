@@ -56,6 +56,7 @@ def describe() -> dict:
         "blas": blas_info(),
         "numba_threads": _numba().config.NUMBA_NUM_THREADS,
         "numba_threading_layer": _threading_layer(),
+        "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT", "default"),
         "gpu": gpu_name(),
         "versions": {p: _version(p) for p in ("numpy", "numba", "numba-cuda", "threadpoolctl",
                                              "cupy-cuda13x", "cupy-cuda12x", "torch")
