@@ -33,13 +33,13 @@ import numpy as np
 
 from nnkit.backend import cuda
 
-BM = 128  # rows of C per block
-BN = 128  # columns of C per block
+BM = 64  # rows of C per block
+BN = 64  # columns of C per block
 BK = 8  # step along K
-WM = 64  # rows of C per warp
-WN = 32  # columns of C per warp
-TM = 8  # rows of C per thread
-TN = 8  # columns of C per thread
+WM = 32  # rows of C per warp
+WN = 16  # columns of C per warp
+TM = 4  # rows of C per thread
+TN = 4  # columns of C per thread
 PAD = 4  # extra words per shared-memory row (bank-conflict-free transposing stores)
 
 WARPS_M = BM // WM
