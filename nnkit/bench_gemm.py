@@ -1,7 +1,8 @@
 """GEMM benchmark: every kernel of an implementation against cuBLAS, in one run.
 
     python -m nnkit bench-gemm [--impl solution|starter|FOLDER] [--shapes 4096x4096x4096,...]
-                               [--plot FILE.png] [--sweep-v4] [--json FILE]
+                               [--kernels naive,...,cuda-c] [--plot FILE.png] [--sweep-v4]
+                               [--json FILE]
 
 For each shape, each kernel is first checked against a float64 reference with the float32
 error bound of nnkit.gemm_reference, and only then timed (fastest of --repeats calls, each
@@ -9,7 +10,9 @@ ending with a device synchronisation). Figures: GFLOP/s and the share of cuBLAS'
 (float32, TF32 off) measured on the same operands in the same run; then each compiled
 kernel's registers, shared memory and local memory (spills). --plot draws every version
 and cuBLAS over square sizes; --sweep-v4 times version 4 with other tile sizes
-(nnkit/bench_gemm_sweep.py). Results also go to --json if given.
+(nnkit/bench_gemm_sweep.py). Results also go to --json if given. On a GPU with CuPy the
+kit's CUDA C kernel, version 5 (nnkit/gemm_cuda.py), runs beside the versions of --impl as
+`cuda-c` (`cuda-c:BMxBNxBK` picks its tiles).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from nnkit import bench_gemm_cuda
 from nnkit.backend import select
 from nnkit.bench_gemm_check import ALPHA, BETA, check_and_time, problem
 from nnkit.bench_gemm_plot import PLOT_SIZES, parse_sizes, plot_progression
@@ -50,7 +54,8 @@ def run(impl: str, shapes: list[tuple[int, int, int]], kernels: list[str],
         repeats: int) -> list[dict]:
     backend = select()
     folder = resolve(impl)
-    launchers = {k: load_function(folder, *KERNELS[k]) for k in kernels}
+    launchers = {k: load_function(folder, *KERNELS[k]) for k in kernels if k in KERNELS}
+    launchers.update(bench_gemm_cuda.launchers(kernels, backend.on_gpu))
     if backend.on_gpu:
         launchers = {"cublas": cublas_gemm, **launchers}
     rows = []
@@ -78,11 +83,11 @@ def add_shares(rows: list[dict]) -> None:
 
 def format_table(rows: list[dict], backend: str) -> str:
     lines = [f"GEMM benchmark on {backend}; alpha = {ALPHA:g}, beta = {BETA:g}, float32",
-             f"{'M x N x K':>16}  {'kernel':<12} {'GFLOP/s':>9}  {'of cuBLAS':>9}  status"]
+             f"{'M x N x K':>16}  {'kernel':<17} {'GFLOP/s':>9}  {'of cuBLAS':>9}  status"]
     for r in rows:
         gflops = f"{r['gflops']:9.0f}" if r["gflops"] else f"{'-':>9}"
         share = f"{r['share_of_cublas']:9.1%}" if r["share_of_cublas"] else f"{'-':>9}"
-        lines.append(f"{r['shape']:>16}  {r['kernel']:<12} {gflops}  {share}  {r['status']}")
+        lines.append(f"{r['shape']:>16}  {r['kernel']:<17} {gflops}  {share}  {r['status']}")
     return "\n".join(lines)
 
 
@@ -98,7 +103,7 @@ def kernel_rows(impl: str, kernels: list[str]) -> list[dict]:
     """Registers, shared and local memory of every kernel the benchmark compiled."""
     folder = resolve(impl)
     rows = []
-    for kernel in kernels:
+    for kernel in (k for k in kernels if k in KERNELS):
         for row in resources(load_module(folder, KERNELS[kernel][0])):
             rows.append({"version": kernel, **row})
     return rows
@@ -109,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--impl", default="solution", help="solution, starter or a folder")
     parser.add_argument("--shapes", default=None, help="comma-separated MxNxK list")
-    parser.add_argument("--kernels", default=",".join(KERNELS))
+    parser.add_argument("--kernels", default=",".join([*KERNELS, bench_gemm_cuda.NAME]),
+                        help="versions of --impl, and the kit's CUDA C kernel (cuda-c)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--plot", type=Path, default=None,
@@ -134,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     kernels = [k for k in args.kernels.split(",") if k]
-    if any(k not in KERNELS for k in kernels):
-        parser.error(f"--kernels: choose from {', '.join(KERNELS)}")
+    if any(k not in KERNELS and not bench_gemm_cuda.is_cuda_c(k) for k in kernels):
+        parser.error(f"--kernels: choose from {', '.join(KERNELS)}, "
+                     f"{bench_gemm_cuda.choices()}")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if not backend.on_gpu:
@@ -144,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args.impl, shapes, kernels, args.repeats)
     described = f"{backend.describe()}; {tf32}"
     print(format_table(rows, described))
-    compiled = kernel_rows(args.impl, kernels)
+    compiled = kernel_rows(args.impl, kernels) + bench_gemm_cuda.resources(kernels,
+                                                                             backend.on_gpu)
     print()
     print(format_resources(compiled) if compiled else
           "Registers, shared and local memory: reported for compiled kernels only (GPU).")

@@ -218,3 +218,40 @@ def test_gpu_guarded_views_leave_the_border_alone():
     border = cupy.asnumpy(bufs[2]).copy()
     border[1:-1, 1:-2] = 7.0
     assert np.all(border == 7.0)
+
+
+# --- bench-gemm's row ---------------------------------------------------------------------
+
+
+def test_bench_gemm_names_and_skips_version_5(capsys):
+    from nnkit.bench_gemm import main
+    from nnkit.bench_gemm_cuda import is_cuda_c
+
+    assert is_cuda_c("cuda-c") and is_cuda_c("cuda-c:64x64x16")
+    assert not is_cuda_c("cuda-c:64x64x15") and not is_cuda_c("cuda")
+    with pytest.raises(SystemExit):
+        main(["--kernels", "cuda-c:1x1x1"])
+    assert "cuda-c:128x128x16" in capsys.readouterr().err
+    if select().on_gpu:
+        pytest.skip("on a GPU, version 5 runs (test_gpu_bench_row)")
+    assert main(["--shapes", "5x7x3", "--kernels", "cuda-c", "--repeats", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "cuda-c (version 5, CUDA C through CuPy): skipped, it needs a GPU" in err
+    assert "cuda-c" not in out.split("status", 1)[1].split("\n\n")[0]  # no row in the table
+
+
+@pytest.mark.gpu
+def test_gpu_bench_row(tmp_path):
+    import json
+
+    from nnkit.bench_gemm import main
+
+    out = tmp_path / "b.json"
+    assert main(["--shapes", "129x131x67", "--kernels", "cuda-c,cuda-c:64x64x16",
+                 "--repeats", "2", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    rows = {r["kernel"]: r for r in report["rows"]}
+    assert rows["cuda-c"]["status"] == "ok" and rows["cuda-c:64x64x16"]["status"] == "ok"
+    assert rows["cuda-c"]["gflops"] > 0
+    assert {r["kernel"] for r in report["resources"] if r["version"] == "cuda-c"} == {
+        f"sgemm_warptile {c}" for c in CONFIGS}
