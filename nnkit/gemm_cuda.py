@@ -142,7 +142,7 @@ def gemm_cuda(A: Any, B: Any, C: Any, alpha: float, beta: float, *,
     if M == 0 or N == 0:
         return
     (sAm, sAk), (sBk, sBn), (sCm, sCn) = strides = tuple(
-        element_strides(X.shape, X.strides, name) for X, name in ((A, "A"), (B, "B"), (C, "C")))
+        element_strides(X.shape, X.strides, label) for X, label in ((A, "A"), (B, "B"), (C, "C")))
     vec = vec_flags((A.data.ptr, B.data.ptr, C.data.ptr), strides)
     name = config or choose(M, N, _sm_count(C.device.id))
     c = CONFIGS[name]
@@ -160,9 +160,9 @@ def resources() -> list[dict]:
     nnkit.kernel_resources.format_resources."""
     rows = []
     for name in CONFIGS:
-        k = kernel(name)
+        attributes = kernel(name).attributes  # the CUDA driver's cuFuncGetAttribute
         rows.append({"version": "cuda-c", "kernel": f"sgemm_warptile {name}",
-                     "layouts": "any", "registers": int(k.num_regs),
-                     "shared_bytes": int(k.shared_size_bytes),
-                     "local_bytes": int(k.local_size_bytes)})
+                     "layouts": "any", "registers": int(attributes["num_regs"]),
+                     "shared_bytes": int(attributes["shared_size_bytes"]),
+                     "local_bytes": int(attributes["local_size_bytes"])})
     return rows
