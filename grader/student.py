@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from grader import part1
+from grader.parts import gemm as part1
 from grader.results import ItemResult
 from nnkit.submission import NAMED
 
@@ -35,8 +35,8 @@ def without_solution() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.__main__ import build_parser
-    from grader.__main__ import main as grade
+    from grader.cli import build_parser
+    from grader.cli import main as grade
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not build_parser().parse_args(args).submissions:

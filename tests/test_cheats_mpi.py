@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import mpi_cases
+from grader.cases import mpi as mpi_cases
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, run_kit

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from grader import sandbox
+from grader.isolation import sandbox
 from tests.conftest import KIT_ROOT
 
 SECRET = "NNKIT_CONFINEMENT_SECRET"

@@ -11,10 +11,11 @@ import tarfile
 
 import pytest
 
-from grader import dist, part1
-from grader.hidden_checks import HIDDEN
+from grader.course import dist
+from grader.course.hidden import HIDDEN
+from grader.course.stubgen import stub_source
+from grader.parts import gemm as part1
 from grader.results import NOT_GRADED, ItemResult
-from grader.stubgen import stub_source
 from grader.student import NO_SOLUTION, without_solution
 from nnkit.checks import VISIBLE, check
 from nnkit.submission import NAMED, load_function
@@ -65,7 +66,9 @@ def test_no_solution_and_no_hidden_check_ships(built):
     assert dist.find_leaks(root, kit / "solution") == []
     shipped = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
     assert not any(p.startswith(("solution/", "examples/")) or "/bugs/" in p for p in shipped)
-    assert not {f"grader/{name}" for name in dist.INSTRUCTOR_ONLY} & shipped
+    assert not any(p.startswith(f"grader/{name}/")
+                   for name in dist.INSTRUCTOR_ONLY for p in shipped)
+    assert "grader/parts/gemm.py" in shipped  # the stage packages ship
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path

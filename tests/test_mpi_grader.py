@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import mpi_cases, part3
+from grader.cases import mpi as mpi_cases
 from grader.examples import all_specs, materialize
+from grader.parts import mpi as part3
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
 from tests.conftest import run_kit
@@ -89,7 +90,7 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
 
 
 def test_the_worker_imports_nothing_of_the_grader_outside_it():
-    from grader import sandbox
+    from grader.isolation import sandbox
 
     assert sandbox.worker_imports_outside() == []
 

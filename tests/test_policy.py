@@ -1,4 +1,4 @@
-"""The static policy for graded modules (grader/policy.py): every correct way of writing the
+"""The static policy for graded modules (grader/checks/policy.py): every correct way of writing the
 assignment passes (the solution, the starter, the example bugs, differently written
 submissions in tests/policy/alt_*), and hostile submissions (tests/policy/hostile/*) fail
 with the rule each line breaks, marked in the files as `# expect: rule[, rule]`."""
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import policy
+from grader.checks import policy
+from grader.checks.policy import RULES, Violation, check
 from grader.examples import load_spec
-from grader.policy import RULES, Violation, check
 from tests.conftest import KIT_ROOT
 
 FIXTURES = Path(__file__).parent / "policy"

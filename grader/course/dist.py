@@ -1,6 +1,6 @@
 """`make dist-student`: what students receive, as a folder and a .tar.gz under build/dist/.
 
-    python -m grader.dist [--out build/dist]
+    python -m grader.course.dist [--out build/dist]
 
 The distribution holds:
   starter/     the stubs, generated here from solution/ (as `make starter` does)
@@ -14,7 +14,7 @@ The distribution holds:
   tests/       the visible tests (`make test`), README.md, Makefile, pyproject.toml
 
 and leaves out solution/, the bug specs (examples/bugs/, tests/), the notebooks' hidden
-checks (grader/hidden_checks.py), the instructors' tools (course, notebooks, sharded
+checks (grader/course/hidden.py), the instructors' tools (course, notebooks, sharded
 grading, stub generation, this builder) and anything measured (results/, build/, grades/).
 After building, every shipped file is scanned for solution code and hidden checks; a hit
 fails the build.
@@ -29,16 +29,15 @@ import sys
 import tarfile
 from pathlib import Path
 
-from grader.hidden_checks import HIDDEN
-from grader.stubgen import BEGIN, END, HINT, expected_files, stub_source
+from grader.course.hidden import HIDDEN
+from grader.course.stubgen import BEGIN, END, HINT, expected_files, stub_source
 from nnkit.submission import KIT_ROOT
 
 NAME = "nnkit-student"
 STUDENT_FILES = Path("grader") / "student_files"  # in the kit: the student README, ...
-# grader modules for instructors only: they read the solution, hold hidden checks, or
-# serve a course rather than a student.
-INSTRUCTOR_ONLY = {"dist.py", "distributed.py", "hidden_checks.py", "nbcourse.py",
-                   "notebook.py", "stubgen.py"}
+# The grader's package for instructors only (grader/course/): its modules read the
+# solution, hold hidden checks, or serve a course rather than a student.
+INSTRUCTOR_ONLY = {"course"}
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 LONG_LINE = 30  # solution lines at least this long are distinctive enough to search for
 
@@ -48,12 +47,14 @@ class LeakError(RuntimeError):
 
 
 def _copy_grader(kit: Path, dest: Path) -> None:
-    """The grader's student side, and its worker package (what runs in the jail) whole."""
+    """The grader's student side: its modules and every stage package (the worker, what
+    runs in the jail, among them) but the instructors' one."""
     dest.mkdir(parents=True)
     for path in sorted((kit / "grader").iterdir()):
-        if path.is_file() and path.suffix in (".py", ".toml") and path.name not in INSTRUCTOR_ONLY:
+        if path.is_file() and path.suffix in (".py", ".toml"):
             shutil.copy(path, dest / path.name)
-    shutil.copytree(kit / "grader" / "worker", dest / "worker", ignore=SKIP)
+        elif (path / "__init__.py").is_file() and path.name not in INSTRUCTOR_ONLY:
+            shutil.copytree(path, dest / path.name, ignore=SKIP)
 
 
 def build(out: Path = KIT_ROOT / "build" / "dist", kit: Path = KIT_ROOT) -> tuple[Path, Path]:
@@ -143,9 +144,9 @@ def find_leaks(root: Path, solution: Path) -> list[str]:
             elif found and len(found) >= min(2, len(long_lines)):
                 leaks.append(f"{where}: solution lines {found}")
         leaks += [f"{where}: hidden check {s[:60]!r}" for s in snippets if s in text]
-        if path.suffix == ".py" and "grader" in (path.parent.name, path.parent.parent.name):
+        if path.suffix == ".py" and "grader" in path.parts:
             leaks += [f"{where}: imports instructor-only grader.{m}"
-                      for m in _grader_imports(text) if f"{m}.py" in INSTRUCTOR_ONLY]
+                      for m in _grader_imports(text) if m in INSTRUCTOR_ONLY]
     return leaks
 
 
@@ -168,7 +169,7 @@ def assert_no_leak(root: Path, solution: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.dist",
+    parser = argparse.ArgumentParser(prog="python -m grader.course.dist",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=KIT_ROOT / "build" / "dist")
     parser.add_argument("--kit", type=Path, default=KIT_ROOT,
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root, archive = build(args.out.resolve(), args.kit.resolve())
     except LeakError as err:
-        print(f"grader.dist: {err}", file=sys.stderr)
+        print(f"grader.course.dist: {err}", file=sys.stderr)
         return 1
     print(f"wrote {root}/ and {archive}", file=sys.stderr)
     return 0

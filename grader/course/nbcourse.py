@@ -1,14 +1,14 @@
 """An nbgrader course made from the kit: release the notebooks, autograde a class, one
 gradebook.
 
-    python -m grader.nbcourse release   [--course DIR] [--assignments a,b] [--modules m,...]
-    python -m grader.nbcourse sample-class [--course DIR]
-    python -m grader.nbcourse autograde [--course DIR] [--jobs N] [--allow-uncommitted]
+    python -m grader.course.nbcourse release   [--course DIR] [--assignments a,b] [--modules m,...]
+    python -m grader.course.nbcourse sample-class [--course DIR]
+    python -m grader.course.nbcourse autograde [--course DIR] [--jobs N] [--allow-uncommitted]
 
-`release` writes DIR/source/<part>/<part>.ipynb for each part (grader/notebook.py) and the
+`release` writes DIR/source/<part>/<part>.ipynb for each part (grader/course/notebook.py) and the
 course's nbgrader_config.py, runs `nbgrader generate_assignment` (DIR/release/ holds what
 students get: stubs, visible checks; no solution, no hidden checks) and writes the kit's
-manifest, DIR/kit_manifest.json (grader/integrity.py).
+manifest, DIR/kit_manifest.json (grader/isolation/integrity.py).
 
 `autograde` never executes a notebook, and never runs `nbgrader autograde`, which would
 run every cell of every submission in a kernel of the grader's own user. First it checks
@@ -50,9 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from grader import examples, gpus, integrity, runner, safe_io, sandbox
+from grader import examples, safe_io
+from grader.course.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
+from grader.isolation import gpus, integrity, runner, sandbox
 from grader.nbextract import NotebookError, extract
-from grader.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
 from nnkit.checks import MODULES as FUNCTION_MODULES
 from nnkit.gemm import KERNELS
@@ -66,11 +67,11 @@ SAMPLE_BUG = "naive_beta_ignored"  # the buggy student of the sample class
 TEST_WORKER = "grader.worker.nbtests"  # the sandboxed half of a test cell
 
 CONFIG = """\
-# Written by `python -m grader.nbcourse release`; rewritten on every release.
+# Written by `python -m grader.course.nbcourse release`; rewritten on every release.
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "{course_id}"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
-# Submissions are graded by `make autograde` (python -m grader.nbcourse autograde), which
+# Submissions are graded by `make autograde` (python -m grader.course.nbcourse autograde), which
 # runs the students' code in the kit's sandbox only. `nbgrader autograde` would run every
 # cell of every notebook, unconfined, as whoever starts it: it is given a kernel that does
 # not exist, so that it fails before any cell runs.
@@ -650,7 +651,7 @@ def write_gradebook(course: Path, assignments: list[str], students: list[str],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.nbcourse",
+    parser = argparse.ArgumentParser(prog="python -m grader.course.nbcourse",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["release", "sample-class", "autograde"])
     parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
@@ -686,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
                                   config=args.config)
             print(f"gradebook: {gradebook}", file=sys.stderr)
     except (CourseError, integrity.IntegrityError) as err:
-        print(f"grader.nbcourse: {err}", file=sys.stderr)
+        print(f"grader.course.nbcourse: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,9 +1,9 @@
 """Part 3: grading the MPI functions, from what the ranks of an MPI job wrote.
 
 Each item runs as one MPI job (`mpiexec -n 4 python -P -m grader.worker.mpi`), as a
-sandboxed worker of grader/runner.py under a wall-clock limit. Every rank gets a private
+sandboxed worker of grader/isolation/runner.py under a wall-clock limit. Every rank gets a private
 copy of the submission, a scratch folder and a file of inputs of its own
-(grader/mpi_cases.py builds them from the run's secret); grader/worker/mpi.py says how a
+(grader/cases/mpi.py builds them from the run's secret); grader/worker/mpi.py says how a
 rank is confined. A job that outlives its limit (typically a deadlock: every rank waiting
 for a message no rank sends) is killed with all its processes; the item fails with the
 case it was stuck in, and the other items and submissions are graded as usual.
@@ -49,11 +49,12 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import mpi_cases, safe_io
-from grader.gemm_checks import error_text
-from grader.part2 import AGREEMENT_TOL, relative_norms
+from grader import safe_io
+from grader.cases import mpi as mpi_cases
+from grader.checks.gemm import error_text
+from grader.isolation.runner import copy_submission, run_worker
+from grader.parts.net import AGREEMENT_TOL, relative_norms
 from grader.results import FAIL, NOT_GRADED, PASS, ItemResult
-from grader.runner import copy_submission, run_worker
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from grader.worker import guard
@@ -162,7 +163,7 @@ def run_mpi_job(kind: str, cases: list[dict], submission: Path, workdir: Path, r
                 timeout: float, inputs: list[dict[str, np.ndarray]],
                 mpiexec: str | None = None) -> MpiRun:
     """Run grader.worker.mpi on `cases` with `ranks` processes, as a sandboxed worker
-    (grader/runner.py): mpiexec goes before the interpreter, so that mpiexec, Hydra's
+    (grader/isolation/runner.py): mpiexec goes before the interpreter, so that mpiexec, Hydra's
     proxy and every rank are confined, limited and killed as one job (Hydra puts each
     rank in a session of its own: a process group alone would not reach them).
 

@@ -25,7 +25,7 @@ import json
 import math
 from pathlib import Path
 
-from grader.feedback import (
+from grader.reports.feedback import (
     check_columns,
     check_failed,
     failures_first,

@@ -1,6 +1,7 @@
-"""Entering a worker's sandbox: `python -I -S grader/jail.py SPEC.json` (standard library only).
+"""Entering a worker's sandbox: `python -I -S grader/isolation/jail.py SPEC.json` (standard
+library only).
 
-grader/sandbox.py writes the spec and starts this script, which then, in order:
+grader/isolation/sandbox.py writes the spec and starts this script, which then, in order:
 
 1. puts itself in the job's cgroups (as root, where the spec names some), so that the job
    and all it starts are counted and limited there;

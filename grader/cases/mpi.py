@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.cases import derived
+from grader.cases.gemm import derived
 from nnkit.mnist import Split
 
 RANKS = 4  # processes per job; cases use communicators of 1..RANKS of them

@@ -5,7 +5,7 @@ marker's indentation: the region's `# HINT:` comment lines are kept, and the cod
 replaced by `raise NotImplementedError(...)` naming what to write. Everything outside
 the markers is copied unchanged.
 
-    python -m grader.stubgen [--check] [SOLUTION_DIR STARTER_DIR]
+    python -m grader.course.stubgen [--check] [SOLUTION_DIR STARTER_DIR]
 
 With --check nothing is written; the exit status says whether starter/ is up to date.
 """

@@ -6,8 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import anticheat, sanitizer
-from grader.cases import (
+from grader.cases.gemm import (
     GemmCase,
     correctness_cases,
     derived,
@@ -15,9 +14,11 @@ from grader.cases import (
     perf_cases,
     replayed_cases,
 )
-from grader.gemm_checks import check_case, check_perf, error_text
+from grader.checks import anticheat
+from grader.checks.gemm import check_case, check_perf, error_text
+from grader.isolation import sanitizer
+from grader.isolation.runner import copy_submission, run_worker
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
-from grader.runner import copy_submission, run_worker
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
 from grader.worker import CUBLAS, guard

@@ -2,7 +2,7 @@
 grader, written for the worker that calls the function, and rebuilt to check it.
 
 Inputs are a pure function of the case (a plain dict, so it travels as JSON) and of the
-grading run's secret (grader/cases.py `case_seed`), which no job sees. Outputs the
+grading run's secret (grader/cases/gemm.py `case_seed`), which no job sees. Outputs the
 student must write start as NaN, so a value never written cannot pass.
 """
 

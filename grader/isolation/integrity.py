@@ -1,7 +1,7 @@
 """Is the kit that is about to grade the kit that was released? (README, "nbgrader").
 
-    python -m grader.integrity write FILE             # the manifest of the kit as it is now
-    python -m grader.integrity check FILE [--no-git]  # exit 1, naming files, if it changed
+    python -m grader.isolation.integrity write FILE    # the kit's manifest as it is now
+    python -m grader.isolation.integrity check FILE [--no-git]  # exit 1 if it changed
 
 A manifest holds the SHA-256 of every file that decides a grade: the grader's and
 nnkit's .py files, solution/ (what student results are compared with) and
@@ -201,7 +201,7 @@ def require(manifest_path: Path | None, root: Path = KIT_ROOT, git: bool = True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.integrity",
+    parser = argparse.ArgumentParser(prog="python -m grader.isolation.integrity",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["write", "check"])
     parser.add_argument("manifest", type=Path)
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     problems = verify(args.manifest, git=not args.no_git)
     if problems:
-        print(f"grader.integrity: {IntegrityError(problems)}", file=sys.stderr)
+        print(f"grader.isolation.integrity: {IntegrityError(problems)}", file=sys.stderr)
         return 1
     print(f"the kit matches {args.manifest}" + ("" if args.no_git else " and git HEAD"),
           file=sys.stderr)

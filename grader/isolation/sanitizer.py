@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.cases import SIMULATOR_SHAPES, GemmCase, cases_of
+from grader.cases.gemm import SIMULATOR_SHAPES, GemmCase, cases_of
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 PRINT_LIMIT = 20  # findings the tool prints in full

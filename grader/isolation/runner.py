@@ -1,7 +1,7 @@
 """Running one job of a submission in its own process, sandboxed, with a time limit.
 
 The worker runs from a throw-away copy of the submission, in a fresh session and process
-group, under grader/sandbox.py's confinement (a uid of its own, namespaces and resource
+group, under grader/isolation/sandbox.py's confinement (a uid of its own, namespaces and resource
 limits, as far as the machine allows). When it ends or runs out of time, every process of
 the job is killed, and only then are its results copied, as plain files, to a folder the
 job never had access to: the grader reads them from there, through grader/safe_io.py.
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import gpus, safe_io, sandbox
+from grader import safe_io
+from grader.isolation import gpus, sandbox
 from grader.submissions import copy_submission
 from grader.worker import guard
 

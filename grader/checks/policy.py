@@ -270,7 +270,7 @@ MEMORY_ATTRS = frozenset({
     "fromfile", "frombuffer", "fromaddress", "from_address", "from_buffer", "ptr",
     "device_ctypes_pointer", "gpu_data", "get_ipc_handle", "open_ipc_array",
 })
-# Library matrix products (grader/anticheat.py's PRODUCTS, copied: the grader does not
+# Library matrix products (grader/checks/anticheat.py's PRODUCTS, copied: the grader does not
 # import worker code here), and products in disguise.
 PRODUCTS = frozenset({
     "matmul", "dot", "vdot", "inner", "tensordot", "einsum", "multi_dot", "vecdot",

@@ -5,7 +5,7 @@ What a worker gets depends on what the machine allows, probed once per grading p
 
 - the grader runs as root: each job runs under a uid of its own (one per concurrent job,
   from [sandbox] uid_first, no account needed; its gid has the same number) and, where
-  the kernel allows, in new mount, PID, network, IPC and UTS namespaces (grader/jail.py),
+  the kernel allows, in new mount, PID, network, IPC and UTS namespaces (grader/isolation/jail.py),
   with a root of its own: an empty tmpfs into which only the system folders (/usr, /etc
   and the /bin, /lib links), the Python installation, the staged kit (nnkit and the
   grader modules the worker imports), the data, the config's exposed paths and the job's
@@ -283,7 +283,8 @@ _kit: Path | None = None
 _kit_lock = threading.Lock()
 
 
-WORKER_PACKAGE = Path(__file__).with_name("worker")
+GRADER_PACKAGE = Path(__file__).resolve().parents[1]
+WORKER_PACKAGE = GRADER_PACKAGE / "worker"
 
 
 def worker_imports_outside() -> list[str]:
@@ -316,7 +317,7 @@ def staged_kit() -> Path:
             # The instructors' kit carries solution markers in nnkit (Part 3's twins); the
             # student kit ships them stubbed already, and without stubgen.
             try:
-                stubgen = importlib.import_module("grader.stubgen")
+                stubgen = importlib.import_module("grader.course.stubgen")
             except ImportError:
                 stubgen = None
             root = Path(tempfile.mkdtemp(prefix="nnkit-kit-"))
@@ -328,7 +329,7 @@ def staged_kit() -> Path:
                 if stubgen.BEGIN in text:
                     path.write_text(stubgen.stub_source(text, str(path)))
             (root / "grader").mkdir()
-            shutil.copy(Path(__file__).with_name("__init__.py"), root / "grader")
+            shutil.copy(GRADER_PACKAGE / "__init__.py", root / "grader")
             shutil.copytree(WORKER_PACKAGE, root / "grader" / "worker", ignore=skip)
             for path in [root, *root.rglob("*")]:
                 path.chmod(0o755 if path.is_dir() else 0o644)
@@ -806,7 +807,7 @@ class Sandbox:
                           if p != "/" and not any(_inside(p, c) for c in closed)]
 
     def _root_mounts(self, exposed: list[str]) -> list[list]:
-        """The allow-list: the job's new root, for grader/jail.py (enter_new_root)."""
+        """The allow-list: the job's new root, for grader/isolation/jail.py (enter_new_root)."""
         mounts: list[list] = [[p, "ro"] for p in ROOT_SYSTEM]
         mounts += [[p, "ro"] for p in exposed]
         # A private folder inside a system folder (say, the kit under /usr/src) is covered.
@@ -849,7 +850,7 @@ class Sandbox:
         return spec
 
     def command(self, argv: list[str], cwd: Path | None = None) -> list[str]:
-        """The command that runs argv in the sandbox (through grader/jail.py)."""
+        """The command that runs argv in the sandbox (through grader/isolation/jail.py)."""
         assert self.private is not None
         spec_file = self.private / "spec.json"
         (self.private / "pid").write_text("")

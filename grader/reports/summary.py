@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
-from grader.feedback import (
+from grader.reports.feedback import (
     esc,
     html_page,
     html_table,

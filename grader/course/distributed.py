@@ -2,12 +2,12 @@
 
 Under MPI (each rank takes every size-th submission, rank 0 merges after a barrier):
 
-    mpiexec -n 8 python -m grader.distributed SUBMISSION ... --out grades [grader options]
+    mpiexec -n 8 python -m grader.course.distributed SUBMISSION ... --out grades [grader options]
 
 As a Slurm job array, or by hand, one shard per task, then a merge:
 
-    python -m grader.distributed --shard $SLURM_ARRAY_TASK_ID --shards 8 SUBS... --out grades
-    python -m grader.distributed --merge grades
+    python -m grader.course.distributed --shard $SLURM_ARRAY_TASK_ID --shards 8 SUBS... --out grades
+    python -m grader.course.distributed --merge grades
 
 Each shard writes its reports to <out>/shard-<k>/ with the usual grader; merging gathers
 the per-submission JSON reports into <out>/grades.csv, feedback and summary, exactly as a
@@ -23,7 +23,8 @@ import os
 import sys
 from pathlib import Path
 
-from grader import gpus, report
+from grader.isolation import gpus
+from grader.reports import report
 from grader.results import ItemResult, SubmissionResult
 
 
@@ -43,7 +44,7 @@ def _load(data: dict) -> SubmissionResult:
 def merge(out: Path) -> list[SubmissionResult]:
     """Combine every <out>/shard-*/ into the reports of one run, in <out> (merged with
     what <out> already holds, as a single run would)."""
-    from grader.__main__ import write_class_reports
+    from grader.pipeline import write_class_reports
 
     book = report.Gradebook(out)
     results = []
@@ -60,10 +61,10 @@ def merge(out: Path) -> list[SubmissionResult]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.__main__ import build_parser
-    from grader.__main__ import main as grade
+    from grader.cli import build_parser
+    from grader.cli import main as grade
 
-    parser = argparse.ArgumentParser(prog="python -m grader.distributed",
+    parser = argparse.ArgumentParser(prog="python -m grader.course.distributed",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--shard", type=int, default=None, help="this task's share (0-based)")
     parser.add_argument("--shards", type=int, default=None, help="how many shares in all")

@@ -13,10 +13,10 @@ Cells holding a `### BEGIN SOLUTION` region are nbgrader solution cells (the reg
 becomes a stub on release); the `# HINT:` lines of a region are moved above its begin
 marker so that they survive nbgrader's stub, as they survive `make starter`. After each
 module come its test cells, one per function: a visible check and a hidden one
-(grader/hidden_checks.py) inside nbgrader's hidden-test markers.
+(grader/course/hidden.py) inside nbgrader's hidden-test markers.
 
-    python -m grader.notebook build [--out DIR]        # the source notebooks
-    python -m grader.notebook extract NOTEBOOK... --out FOLDER
+    python -m grader.course.notebook build [--out DIR]        # the source notebooks
+    python -m grader.course.notebook extract NOTEBOOK... --out FOLDER
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.hidden_checks import HIDDEN
+from grader.cases.net import FUNCTIONS
+from grader.course.hidden import HIDDEN
+from grader.course.stubgen import BEGIN, END, HINT
 from grader.nbextract import NotebookError, extract
-from grader.net_cases import FUNCTIONS
-from grader.stubgen import BEGIN, END, HINT
 from nnkit.gemm import KERNELS
 from nnkit.submission import KIT_ROOT, NAMED
 
@@ -186,7 +186,7 @@ def write_notebook(notebook: dict, path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.notebook",
+    parser = argparse.ArgumentParser(prog="python -m grader.course.notebook",
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="write the source notebook of each part")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         names = extract(args.notebooks, args.out)
     except NotebookError as err:
-        print(f"grader.notebook: {err}", file=sys.stderr)
+        print(f"grader.course.notebook: {err}", file=sys.stderr)
         return 1
     print(f"wrote {', '.join(n + '.py' for n in names) or 'nothing'} into {args.out}",
           file=sys.stderr)

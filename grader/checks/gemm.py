@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
-from grader.cases import GemmCase, Operands, build_operands
+from grader.cases.gemm import GemmCase, Operands, build_operands
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, error_bound, gamma, reference
 from nnkit.timing import Timings, best

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import anticheat, safe_io
-from grader.cases import derived, replayed_cases
-from grader.gemm_checks import NOT_REPRODUCED, error_text
-from grader.net_cases import (
+from grader import safe_io
+from grader.cases.gemm import derived, replayed_cases
+from grader.cases.net import (
     BACKPROP_MODULE,
     FUNCTIONS,
     ITEMS,
@@ -20,9 +19,11 @@ from grader.net_cases import (
     job_inputs,
     unit_cases,
 )
-from grader.net_checks import check_unit
+from grader.checks import anticheat
+from grader.checks.gemm import NOT_REPRODUCED, error_text
+from grader.checks.net import check_unit
+from grader.isolation.runner import copy_submission, run_worker
 from grader.results import FAIL, PASS, ItemResult
-from grader.runner import copy_submission, run_worker
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from grader.worker import guard

@@ -14,8 +14,8 @@ for HTML and made safe for Markdown; long messages are shortened in tables and s
 below them. The plots are PNG files in `<name>_files/` beside the two reports, referenced by
 relative links, so the folder can be copied or opened from disk as it is.
 
-The helpers without a leading underscore are shared with grader/gradescope.py and
-grader/summary.py.
+The helpers without a leading underscore are shared with grader/reports/gradescope.py and
+grader/reports/summary.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
-from grader.report import safe_name
+from grader.reports.report import safe_name
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS
 from grader.safe_io import clean_text
 

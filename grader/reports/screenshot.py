@@ -1,7 +1,7 @@
 """Render feedback pages to PNG in headless Chromium: a check that the HTML reports render,
 and pictures of them for the docs.
 
-    python -m grader.screenshot grades/feedback/alice.html alice.png [--width 1100]
+    python -m grader.reports.screenshot grades/feedback/alice.html alice.png [--width 1100]
 
 Chromium comes from Debian's `chromium` package (or set CHROMIUM=/path/to/chrome). The
 page is loaded from disk with the network off, as a student would open it.
@@ -62,7 +62,7 @@ def screenshot(page: Path, png: Path, width: int = 1100, height: int = 1600,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.screenshot",
+    parser = argparse.ArgumentParser(prog="python -m grader.reports.screenshot",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("page", type=Path)
     parser.add_argument("png", type=Path)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = screenshot(args.page, args.png, args.width, args.height)
     except ScreenshotError as err:
-        print(f"grader.screenshot: {err}", file=sys.stderr)
+        print(f"grader.reports.screenshot: {err}", file=sys.stderr)
         return 1
     print(f"wrote {path}", file=sys.stderr)
     return 0

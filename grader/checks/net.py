@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
-from grader.gemm_checks import (
+from grader.cases.net import build_inputs, layers
+from grader.checks.gemm import (
     NO_KERNEL,
     NOT_REPRODUCED,
     describe_findings,
@@ -42,7 +43,6 @@ from grader.gemm_checks import (
     launches_of,
     read_findings,
 )
-from grader.net_cases import build_inputs, layers
 from nnkit import network
 from nnkit.gemm_reference import FLT_MIN, UNIT_ROUNDOFF, gamma
 
