@@ -17,7 +17,7 @@ import pytest
 from grader.cases.gemm import GemmCase, job_inputs
 from grader.checks import anticheat
 from grader.checks.gemm import check_perf
-from grader.isolation import sandbox
+from grader.isolation import probe, sandbox
 from grader.isolation.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
 from nnkit.collectives import find_mpiexec
@@ -229,7 +229,7 @@ SHM_KEY = 0x4E4E0000 + os.getpid() % 0x10000
 
 
 def _caps() -> sandbox.Capabilities:
-    return sandbox.capabilities(JOBS)
+    return probe.capabilities(JOBS)
 
 
 def _needs(what: str) -> None:

@@ -3,7 +3,7 @@
 Layers, each reported in the feedback with the line of the submission it concerns:
 
 - in the grader, before the run, on the source (`scan` here for library matrix products;
-  grader/checks/policy.py for what graded modules may import and touch at all);
+  grader/checks/policy/ for what graded modules may import and touch at all);
 - in the worker, an audit hook the submission cannot remove (grader/worker/guard.py):
   ctypes, gc walks, frame access, other processes, files outside its folder;
 - in the worker, library matrix products trapped at run time for a clear message
@@ -159,7 +159,7 @@ def summary(findings: list[Finding], limit: int = 3) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# The policy for graded modules (grader/checks/policy.py), as it counts in an item
+# The policy for graded modules (grader/checks/policy/), as it counts in an item
 
 
 @dataclass

@@ -23,6 +23,10 @@ grader/isolation/sandbox.py writes the spec and starts this script, which then, 
 
 Nothing here runs submitted code, and the spec is read before any privilege is dropped.
 A setup step that fails ends the script with status 125 and a line on stderr.
+
+One file on purpose, over 400 lines: it runs as a script under `python -I -S`, with no
+path to the kit's packages (and nothing of them trusted before the sandbox exists), so
+it can import nothing but the standard library; its sections follow the steps above.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
-from grader.isolation import gpus, sandbox
+from grader.isolation import gpus, probe, sandbox
 from grader.submissions import copy_submission
 from grader.worker import guard
 
@@ -117,7 +117,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
     the clean environment; inputs (the case operands the grader built) are written into
     the job's folder, where the worker reads them before it imports the submission."""
     settings = sandbox.current()
-    caps = sandbox.capabilities(settings, on_gpu)
+    caps = probe.capabilities(settings, on_gpu)
     if not _announced.is_set():
         _announced.set()
         print(f"sandbox: {caps.describe(settings)}", file=sys.stderr)

@@ -1,1 +1,1 @@
-"""A part's job -> isolation -> checks -> items (gemm, net, mpi): the only place points are given."""
+"""A part's job -> isolation -> checks -> items (gemm, net, mpi): where points are given."""
