@@ -22,7 +22,7 @@ NO_SOLUTION = ("not graded here: speed is scored against the solution, timed by 
 
 def without_solution() -> None:
     """Make Part 1 skip the solution's timing and say why its speed is not graded."""
-    original = part1._performance
+    original = part1.performance_item
 
     def performance(kernel, correct, run, perf, config, reference) -> ItemResult:
         item = original(kernel, correct, run, perf, config, reference)
@@ -31,7 +31,7 @@ def without_solution() -> None:
         return item
 
     part1.measure_reference = lambda config, workroot: None
-    part1._performance = performance
+    part1.performance_item = performance
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -131,11 +131,11 @@ def test_make_test_in_the_unpacked_distribution(unpacked):
 
 def test_student_check_says_why_speed_is_not_graded(monkeypatch):
     # Restored after the test: without_solution() patches the grader in this process.
-    monkeypatch.setattr(part1, "_performance", part1._performance)
+    monkeypatch.setattr(part1, "performance_item", part1.performance_item)
     monkeypatch.setattr(part1, "measure_reference", part1.measure_reference)
     without_solution()
     assert part1.measure_reference(None, None) is None
-    item = part1._performance("naive", True, None, [], _Config(), None)
+    item = part1.performance_item("naive", True, None, [], _Config(), None)
     assert isinstance(item, ItemResult) and item.status == NOT_GRADED
     assert item.message == NO_SOLUTION
 

@@ -32,8 +32,10 @@ RUNS = [
       "tests/cheats/matmul_operator"]),
     ("net", [],
      ["solution", "starter", "bug:tests/bugs/net/sigmoid_grad_from_z.toml"]),
+    # Not the starter in Part 3: when every rank raises, which rank's error the job
+    # reports first is a race between the ranks (their messages differ from run to run).
     ("mpi", [],
-     ["solution", "starter", "bug:tests/bugs/mpi/scatter_drops_remainder.toml",
+     ["solution", "bug:tests/bugs/mpi/scatter_drops_remainder.toml",
       "bug:tests/bugs/mpi/unweighted_average.toml",
       "bug:tests/bugs/mpi/ring_send_before_recv.toml"]),
 ]

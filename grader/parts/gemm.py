@@ -156,7 +156,7 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
         config.points(item_id) if correct else 0.0, PASS if correct else FAIL, message,
         checks=checks, figures=figures,
     )
-    return [correctness, _performance(kernel, correct, run, perf, config, reference)]
+    return [correctness, performance_item(kernel, correct, run, perf, config, reference)]
 
 
 def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Config,
@@ -200,7 +200,7 @@ def apply_sanitizer(reports: list[sanitizer.Report], note: str, correct: bool, m
     return correct, f"{message}; note, not counted here: {said}"
 
 
-def _performance(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
+def performance_item(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
                  reference: Reference | None) -> ItemResult:
     item_id = f"gemm.{kernel}.performance"
     title, max_points = config.title(item_id), config.points(item_id)
