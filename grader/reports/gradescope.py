@@ -25,18 +25,15 @@ import json
 import math
 from pathlib import Path
 
-from grader.reports.feedback import (
+from grader.reports.reading import (
     check_columns,
     check_failed,
     failures_first,
-    finite,
-    format_value,
-    label,
     normalize,
     not_graded_note,
-    shorten,
     total_text,
 )
+from grader.reports.text import finite, format_value, label, shorten
 from grader.results import PASS
 
 RESULTS_JSON = Path("/autograder/results/results.json")

@@ -14,14 +14,10 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
-from grader.reports.feedback import (
-    esc,
-    html_page,
-    html_table,
-    md_inline,
-    md_table,
-    normalize,
-)
+from grader.reports.htmlpage import html_page, html_table
+from grader.reports.markdown import md_table
+from grader.reports.reading import normalize
+from grader.reports.text import esc, md_inline
 
 HISTOGRAM = "summary_totals.png"
 
