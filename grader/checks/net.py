@@ -209,3 +209,17 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
         problems.append(f"the race and index checker found: {describe_findings(found)}")
     passed = not problems or (not findings_fail and len(problems) == 1 and bool(found))
     return UnitOutcome(fn, text, passed, "; ".join(problems) or "within the float32 bounds")
+
+
+# Agreement of trained parameters (Parts 2 and 3)
+
+AGREEMENT_TOL = 1e-4  # CME 213: relative max-norm of W_gpu - W_cpu at most 100 * 1e-6
+
+
+def relative_norms(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """(relative max-norm, relative L2 norm) of got - ref."""
+    ref = ref.astype(np.float64)
+    diff = got.astype(np.float64) - ref
+    top, norm = float(np.abs(ref).max()), float(np.linalg.norm(ref))
+    return (float(np.abs(diff).max()) / max(top, 1e-30),
+            float(np.linalg.norm(diff)) / max(norm, 1e-30))

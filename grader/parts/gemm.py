@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from grader.checks import anticheat
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import sanitizer
 from grader.isolation.runner import copy_submission, run_worker
+from grader.parts.common import all_or_nothing, failure_message, fresh_copy
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
@@ -90,9 +90,7 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     cases = correctness_cases(on_gpu, kernel)
     perf = perf_cases() if on_gpu else []
     workdir = workroot / kernel
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    copy = copy_submission(submission, workdir / "submission")
+    copy = fresh_copy(workdir, submission)
     replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
     job = _job(copy, kernel, cases, perf, config, replay)
     run = run_worker(job, workdir, _limit(config, on_gpu), on_gpu,
@@ -119,9 +117,7 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     elif load_error.exists():
         message = stopped
     else:
-        first = failures[0]
-        message = (f"{len(failures)} of {len(outcomes)} cases fail; "
-                   f"first: {first.label}: {first.message}")
+        message = failure_message(failures, len(outcomes))
     # A library product where the GEMM must be hand-written: called (the worker's traps)
     # or written in the source (the scan, here, of the submitted files themselves).
     called = anticheat.read_hits(run.outdir)
@@ -151,11 +147,8 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
         reports, note = sanitizer_reports(kernel, submission, workroot, config, on_gpu)
         correct, message = apply_sanitizer(reports, note, correct, message, config, checks,
                                            figures)
-    correctness = ItemResult(
-        item_id, config.title(item_id), config.points(item_id),
-        config.points(item_id) if correct else 0.0, PASS if correct else FAIL, message,
-        checks=checks, figures=figures,
-    )
+    correctness = all_or_nothing(item_id, config, correct, message, checks=checks,
+                                 figures=figures)
     return [correctness, performance_item(kernel, correct, run, perf, config, reference)]
 
 
@@ -170,9 +163,7 @@ def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Con
     reports = []
     for tool in config.sanitizer_tools:
         workdir = workroot / f"{kernel}-{tool}"
-        if workdir.exists():
-            shutil.rmtree(workdir)
-        copy = copy_submission(submission, workdir / "submission")
+        copy = fresh_copy(workdir, submission)
         run = run_worker(_job(copy, kernel, sanitizer.cases(), [], config), workdir,
                          config.seconds_sanitizer, on_gpu,
                          launcher=sanitizer.launcher(executable, tool),

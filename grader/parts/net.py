@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +20,10 @@ from grader.cases.net import (
 )
 from grader.checks import anticheat
 from grader.checks.gemm import NOT_REPRODUCED, error_text
-from grader.checks.net import check_unit
-from grader.isolation.runner import copy_submission, run_worker
-from grader.results import FAIL, PASS, ItemResult
+from grader.checks.net import AGREEMENT_TOL, check_unit, relative_norms
+from grader.isolation.runner import run_worker
+from grader.parts.common import all_or_nothing, check_rows, failure_message, fresh_copy
+from grader.results import ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from grader.worker import guard
@@ -31,7 +31,6 @@ from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
 from nnkit.training import ReferenceRunner, TrainConfig, train
 
-AGREEMENT_TOL = 1e-4  # CME 213: relative max-norm of W_gpu - W_cpu at most 100 * 1e-6
 ACCURACY_TOL = 0.005  # validation accuracy within 0.5 percentage points of the reference
 
 # CME 213's grading modes: hidden 100, batch 800, lambda 1e-4; (learning rate, epochs).
@@ -103,18 +102,12 @@ def _limit(config: Config, on_gpu: bool) -> float:
     return config.seconds_gpu if on_gpu else config.seconds_simulator
 
 
-def _fresh(workdir: Path, submission: Path) -> Path:
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    return copy_submission(submission, workdir / "submission")
-
-
 def grade_units(submission: Path, workroot: Path, config: Config,
                 on_gpu: bool) -> list[ItemResult]:
     """One item per group of functions; an item passes when all its cases pass."""
     cases = unit_cases(on_gpu)
     workdir = workroot / "net_units"
-    copy = _fresh(workdir, submission)
+    copy = fresh_copy(workdir, submission)
     replay = _replayed(cases, on_gpu, config)
     run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
                       "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
@@ -135,15 +128,11 @@ def grade_units(submission: Path, workroot: Path, config: Config,
         problem = stopped_by_guard or verdict.failure
         ok = not failures and not problem
         message = problem or (f"all {len(mine)} cases within tolerance" if ok else
-                              f"{len(failures)} of {len(mine)} cases fail; first: "
-                              f"{failures[0].label}: {failures[0].message}")
+                              failure_message(failures, len(mine)))
         if verdict.note:
             message += "; " + verdict.note
-        items.append(ItemResult(
-            item_id, config.title(item_id), config.points(item_id),
-            config.points(item_id) if ok else 0.0, PASS if ok else FAIL, message,
-            checks=[{"case": o.label, "passed": o.passed, "message": o.message} for o in mine],
-            figures={"worker_seconds": round(run.seconds, 2)}))
+        items.append(all_or_nothing(item_id, config, ok, message, checks=check_rows(mine),
+                                    figures={"worker_seconds": round(run.seconds, 2)}))
     return items
 
 
@@ -164,21 +153,12 @@ AUDITED_CALLS = 3  # training calls of each function recorded in full and replay
 REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
 
 
-def relative_norms(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    """(relative max-norm, relative L2 norm) of got - ref."""
-    ref = ref.astype(np.float64)
-    diff = got.astype(np.float64) - ref
-    top, norm = float(np.abs(ref).max()), float(np.linalg.norm(ref))
-    return (float(np.abs(diff).max()) / max(top, 1e-30),
-            float(np.linalg.norm(diff)) / max(norm, 1e-30))
-
-
 def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: bool,
                    reference: ReferenceTraining) -> list[ItemResult]:
     """Agreement of the trained parameters with the reference, and validation accuracy."""
     plan = reference.plan
     workdir = workroot / "net_train"
-    copy = _fresh(workdir, submission)
+    copy = fresh_copy(workdir, submission)
     steps = _steps(plan)
     rng = np.random.default_rng(derived(config.secret, "net", "audit"))
     audit = sorted({0, *(int(x) for x in rng.integers(0, max(steps, 1), AUDITED_CALLS - 1))})
@@ -282,11 +262,8 @@ def _training_item(item_id: str, config: Config, checks: list[dict], figures: di
     failures = [c for c in checks if not c["passed"]]
     ok = not failures
     message = (f"all {len(checks)} modes agree ({description})" if ok else
-               f"{len(failures)} of {len(checks)} modes fail; first: {failures[0]['case']}: "
-               f"{failures[0]['message']}")
-    return ItemResult(item_id, config.title(item_id), config.points(item_id),
-                      config.points(item_id) if ok else 0.0, PASS if ok else FAIL, message,
-                      checks=checks, figures=figures)
+               failure_message(failures, len(checks), "modes"))
+    return all_or_nothing(item_id, config, ok, message, checks=checks, figures=figures)
 
 
 def reference_or_error(on_gpu: bool) -> ReferenceTraining:
