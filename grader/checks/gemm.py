@@ -14,16 +14,16 @@ import numpy as np
 
 from grader import safe_io
 from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.results import CaseOutcome
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, error_bound, gamma, reference
 from nnkit.timing import Timings, best
 
 
 @dataclass
-class CaseOutcome:
-    label: str
-    passed: bool
-    message: str
+class GemmOutcome(CaseOutcome):
+    """A GEMM case's verdict, with its worst error against the float32 bound."""
+
     worst_error_ratio: float | None = None  # max |error| / bound; <= 1 passes
     figures: dict = field(default_factory=dict)
 
@@ -160,7 +160,7 @@ def replay_problem(case: GemmCase, ops: Operands, data: dict) -> str:
 
 def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
                findings_fail: bool = True, previous: GemmCase | None = None,
-               secret: int = 0, replayed: bool = False) -> CaseOutcome:
+               secret: int = 0, replayed: bool = False) -> GemmOutcome:
     """The verdict on correctness case n; `stopped` says why a missing result is missing.
     For a case that reuses the buffers of `previous`, a wrong C that is the previous
     case's answer is reported as a replayed result. Every case must launch the
@@ -168,9 +168,9 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
     label = case.label()
     err_file, npz_file = outdir / f"case-{n}.err", outdir / f"case-{n}.npz"
     if os.path.lexists(err_file):
-        return CaseOutcome(label, False, "raised " + error_text(err_file))
+        return GemmOutcome(label, False, "raised " + error_text(err_file))
     if not os.path.lexists(npz_file):
-        return CaseOutcome(label, False, f"no result ({stopped})")
+        return GemmOutcome(label, False, f"no result ({stopped})")
     ops = build_operands(case, secret)
     try:
         # The buffers after the call and, replayed, again; the launch counts.
@@ -179,23 +179,23 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
                                     ops.A_buf, ops.B_buf, ops.C_buf)))
         A_after, B_after, C_after = data["A"], data["B"], data["C"]
     except (OSError, ValueError, KeyError) as err:
-        return CaseOutcome(label, False, f"unreadable result ({_reason(err)})")
+        return GemmOutcome(label, False, f"unreadable result ({_reason(err)})")
     for name, before, after in (("A", ops.A_buf, A_after), ("B", ops.B_buf, B_after)):
         if not _same_bits(before, after):
-            return CaseOutcome(label, False, f"modified its input {name}")
+            return GemmOutcome(label, False, f"modified its input {name}")
     passed, message, ratio = compare_result(case, ops, C_after)
     if launches_of(data) < 1:
         passed, message = False, NO_KERNEL
     if passed and replayed:
         problem = replay_problem(case, ops, data)
         if problem:
-            return CaseOutcome(label, False, problem, ratio)
+            return GemmOutcome(label, False, problem, ratio)
     if not passed and previous is not None and case.reuse:
         if compare_result(previous, build_operands(previous, secret), C_after)[0]:
             message = ("returned the previous call's result for new operands in the same "
                        "buffers: results must not be cached or replayed between calls")
     found = read_findings(outdir / f"case-{n}.findings.json")
-    outcome = CaseOutcome(label, passed, message, ratio,
+    outcome = GemmOutcome(label, passed, message, ratio,
                           figures={"simulator_findings": found} if found else {})
     if found:
         outcome.message += f"; the race and index checker found: {describe_findings(found)}"

@@ -28,7 +28,7 @@ gamma(K) stays below it for K up to 1600).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from grader.checks.gemm import (
     launches_of,
     read_findings,
 )
+from grader.results import CaseOutcome
 from nnkit import network
 from nnkit.gemm_reference import FLT_MIN, UNIT_ROUNDOFF, gamma
 
@@ -56,11 +57,10 @@ WRITES = {"bias_sigmoid": {"Z"}, "add_bias": {"Z"}, "sigmoid_backward": {"dA"},
 
 
 @dataclass
-class UnitOutcome:
-    function: str
-    label: str
-    passed: bool
-    message: str
+class UnitOutcome(CaseOutcome):
+    """A network function's case verdict; the function decides the item it counts in."""
+
+    function: str = field(kw_only=True)  # the student function, e.g. "softmax_cross_entropy"
 
 
 def label(case: dict) -> str:
@@ -166,9 +166,9 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
     fn, text = case["function"], label(case)
     err_file, npz_file = outdir / f"unit-{n}.err", outdir / f"unit-{n}.npz"
     if os.path.lexists(err_file):
-        return UnitOutcome(fn, text, False, "raised " + error_text(err_file))
+        return UnitOutcome(text, False, "raised " + error_text(err_file), function=fn)
     if not os.path.lexists(npz_file):
-        return UnitOutcome(fn, text, False, f"no result ({stopped})")
+        return UnitOutcome(text, False, f"no result ({stopped})", function=fn)
     inputs = build_inputs(case, secret)
     wanted = expected(case, inputs)
     # Inputs as they came back, and outputs (at most float64 versions of the references)
@@ -177,17 +177,17 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
         got = safe_io.load_npz(npz_file, max_bytes=safe_io.npz_cap(size),
                                max_members=2 * (len(inputs) + len(wanted)) + 8)
     except (OSError, ValueError) as err:
-        return UnitOutcome(fn, text, False,
-                           f"unreadable result ({safe_io.clean_text(err, 300)})")
+        return UnitOutcome(text, False,
+                           f"unreadable result ({safe_io.clean_text(err, 300)})", function=fn)
     writes = WRITES.get(fn, set(inputs) if fn == "sgd_step" else set())
     if fn == "sgd_step":
         writes = {k for k in inputs if k[0] in "Wb" and k[1:].isdigit()}
     for name, before in inputs.items():
         after = got.get(f"in:{name}")
         if name not in writes and (after is None or after.tobytes() != before.tobytes()):
-            return UnitOutcome(fn, text, False, f"modified its input {name}")
+            return UnitOutcome(text, False, f"modified its input {name}", function=fn)
     if launches_of(got) < 1:
-        return UnitOutcome(fn, text, False, NO_KERNEL)
+        return UnitOutcome(text, False, NO_KERNEL, function=fn)
     problems = []
     for name, (ref, tol) in wanted.items():
         value = got.get(f"out:{name}")
@@ -203,12 +203,13 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
             why = (f"{name} is not in memory any recorded kernel touched" if again is None
                    else compare(name, again, ref, tol))
             if why:
-                return UnitOutcome(fn, text, False, NOT_REPRODUCED.format(why=why))
+                return UnitOutcome(text, False, NOT_REPRODUCED.format(why=why), function=fn)
     found = read_findings(outdir / f"unit-{n}.findings.json")
     if found:
         problems.append(f"the race and index checker found: {describe_findings(found)}")
     passed = not problems or (not findings_fail and len(problems) == 1 and bool(found))
-    return UnitOutcome(fn, text, passed, "; ".join(problems) or "within the float32 bounds")
+    return UnitOutcome(text, passed, "; ".join(problems) or "within the float32 bounds",
+                       function=fn)
 
 
 # Agreement of trained parameters (Parts 2 and 3)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grader.isolation.runner import copy_submission
-from grader.results import FAIL, PASS, ItemResult
+from grader.results import FAIL, PASS, CaseOutcome, ItemResult
 from grader.scoring import Config
 
 
@@ -20,7 +20,7 @@ def fresh_copy(workdir: Path, submission: Path) -> Path:
     return copy_submission(submission, workdir / "submission")
 
 
-def failure_message(failures: Sequence, total: int, noun: str = "cases") -> str:
+def failure_message(failures: Sequence[CaseOutcome | dict], total: int, noun: str = "cases") -> str:
     """The message 'N of M cases fail; first: <case>: <why>'. A failure is an outcome
     (.label and .message) or a check row (a dict with "case" and "message")."""
     first = failures[0]
@@ -31,7 +31,7 @@ def failure_message(failures: Sequence, total: int, noun: str = "cases") -> str:
     return f"{len(failures)} of {total} {noun} fail; first: {label}: {why}"
 
 
-def check_rows(outcomes: Sequence) -> list[dict]:
+def check_rows(outcomes: Sequence[CaseOutcome]) -> list[dict]:
     """The checks of an item, one row per case outcome (.label, .passed, .message)."""
     return [{"case": o.label, "passed": o.passed, "message": o.message} for o in outcomes]
 

@@ -55,7 +55,7 @@ from grader.checks.gemm import error_text
 from grader.checks.mpi import check_allreduce, check_params, check_ring, check_scatter
 from grader.isolation.runner import copy_submission, run_worker
 from grader.parts.common import all_or_nothing, check_rows, failure_message
-from grader.results import NOT_GRADED, ItemResult
+from grader.results import NOT_GRADED, CaseOutcome, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
 from grader.worker import guard
@@ -233,13 +233,6 @@ def reference_for(secret: int, ref: Reference | None) -> Reference:
 # Verdicts
 
 
-@dataclass
-class Outcome:
-    label: str
-    passed: bool
-    message: str
-
-
 def _rank_results(run: MpiRun, n: int, ranks: int,
                   limit: float) -> tuple[list[dict[str, np.ndarray]] | None, str | None]:
     """Every rank's arrays for case n, or None and why not."""
@@ -299,13 +292,13 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
         name = mpi_cases.label(kind, case)
         got, problem = _rank_results(run, n, case["ranks"], limit)
         if problem:
-            outcomes.append(Outcome(name, False, problem))
+            outcomes.append(CaseOutcome(name, False, problem))
             continue
         try:
             passed, message = _verdict(kind, n, case, got, inputs, ref)
         except (KeyError, ValueError, TypeError, IndexError) as err:
             passed, message = False, f"malformed result ({type(err).__name__}: {err})"
-        outcomes.append(Outcome(name, passed, message))
+        outcomes.append(CaseOutcome(name, passed, message))
     collapse_repeats(outcomes)  # an error text once per item, not once per case
     failures = [o for o in outcomes if not o.passed]
     stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(limit)
