@@ -21,7 +21,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from grader import part1
+from grader.parts import gemm as part1
 from grader.results import ItemResult
 from grader.worker.net import FUNCTIONS as NET_FUNCTIONS
 from nnkit.submission import NAMED
@@ -46,7 +46,7 @@ NO_SOLUTION = ("not graded here: speed is scored against the solution, timed by 
 
 def without_solution() -> None:
     """Make Part 1 skip the solution's timing and say why its speed is not graded."""
-    original = part1._performance
+    original = part1.performance_item
 
     def performance(kernel, correct, run, perf, config, reference) -> ItemResult:
         item = original(kernel, correct, run, perf, config, reference)
@@ -55,7 +55,7 @@ def without_solution() -> None:
         return item
 
     part1.measure_reference = lambda config, workroot: None
-    part1._performance = performance
+    part1.performance_item = performance
 
 
 def only_function(function: str) -> str:
@@ -102,8 +102,8 @@ def only_function(function: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.__main__ import build_parser
-    from grader.__main__ import main as grade
+    from grader.cli import build_parser
+    from grader.cli import main as grade
 
     args = list(sys.argv[1:] if argv is None else argv)
     pick = argparse.ArgumentParser(add_help=False)

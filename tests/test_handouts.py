@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from grader import points_table
+from grader.course import points_table
+from grader.course.stubgen import check_line
 from grader.scoring import load_config
-from grader.stubgen import check_line
 from nnkit.submission import NAMED
 from tests.conftest import KIT_ROOT
 
@@ -31,7 +31,7 @@ def _starter_functions() -> dict[str, bool]:
 def test_points_handout_is_the_config():
     text = points_table.render(load_config())
     assert (HANDOUTS / "points.md").read_text() == text, \
-        "handouts/points.md is stale: run python -m grader.points_table"
+        "handouts/points.md is stale: run python -m grader.course.points_table"
     for item in load_config().items:
         assert f"`{item}`" in text
 
@@ -93,7 +93,7 @@ def test_softmax_docstring_gives_the_stable_loss():
 
 
 def test_check_line_goes_into_the_docstring_after_a_long_signature():
-    from grader.stubgen import stub_source
+    from grader.course.stubgen import stub_source
 
     source = ('def scatter_batch(comm, X,\n                  labels) -> tuple:\n'
               '    """Share out."""\n    ### BEGIN SOLUTION\n    return X, labels\n'
