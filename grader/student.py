@@ -62,10 +62,10 @@ def only_function(function: str) -> str:
     """Make the grader run only the task grading `function`'s item, keep only that item
     and, where the item checks several functions, only the checks of this one. Returns
     the part to grade."""
-    import grader.__main__ as grading
+    from grader import cli, pipeline
 
     part, item_id = function_items()[function]
-    original = grading._tasks
+    original = pipeline.tasks
 
     def keep(items: list[ItemResult]) -> list[ItemResult]:
         kept = []
@@ -89,15 +89,15 @@ def only_function(function: str) -> str:
                                       run=lambda run=run: keep(run())))
         return chosen
 
-    grading._tasks = tasks
-    references = grading._references
+    pipeline.tasks = tasks  # grade_all looks it up in pipeline's namespace
+    references = cli.references
 
     def needed_references(parts, *args, **kwargs):
         # A single function's item needs no trained reference (a Part 2 one needs full
         # MNIST on a GPU); the training items of Part 3 compute theirs when they run.
         return references([p for p in parts if p != part], *args, **kwargs)
 
-    grading._references = needed_references
+    cli.references = needed_references  # the command trains them before grading
     return part
 
 

@@ -86,7 +86,7 @@ def test_kit_copies_of_student_functions_ship_as_stubs(built, tmp_path):
     for path in marked:
         where = path.relative_to(kit).as_posix()
         standin = dist.STANDINS.get(where)
-        body = None if standin is None else partial(dist._call_standin, standin)
+        body = None if standin is None else partial(dist.call_standin, standin)
         shipped = root / path.relative_to(kit)
         assert shipped.read_text() == stub_source(path.read_text(), body=body)
     # The Part 3 twins call the plain stand-ins, which hold none of the solution's lines.

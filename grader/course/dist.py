@@ -104,13 +104,13 @@ def stub_kit_answers(root: Path) -> list[str]:
         if BEGIN in text:
             where = path.relative_to(root).as_posix()
             standin = STANDINS.get(where)
-            body = None if standin is None else partial(_call_standin, standin)
+            body = None if standin is None else partial(call_standin, standin)
             path.write_text(stub_source(text, str(path), body))
             stubbed.append(where)
     return stubbed
 
 
-def _call_standin(module: str, function: str, indent: str) -> str:
+def call_standin(module: str, function: str, indent: str) -> str:
     """A region's replacement: the same function of nnkit.<module>, given this one's
     arguments (the region is a whole function body, so locals() holds just them)."""
     return (f"{indent}arguments = dict(locals())  # the stand-in's are this function's\n"
