@@ -73,17 +73,17 @@ lint: $(SETUP)
 	$(PY) -m ruff check .
 
 starter: $(SETUP)
-	$(PY) -m grader.stubgen
+	$(PY) -m grader.course.stubgen
 
 dist-student: $(SETUP)
-	$(PY) -m grader.dist --out build/dist
+	$(PY) -m grader.course.dist --out build/dist
 
 # release also writes COURSE/kit_manifest.json, what autograde checks the kit against.
 release: $(SETUP)
-	$(PY) -m grader.nbcourse release --course $(COURSE)
+	$(PY) -m grader.course.nbcourse release --course $(COURSE)
 
 sample-class: $(SETUP)
-	$(PY) -m grader.nbcourse sample-class --course $(COURSE)
+	$(PY) -m grader.course.nbcourse sample-class --course $(COURSE)
 
 # Refused if the kit differs from the release's manifest or from git HEAD (ALLOW_UNCOMMITTED=1:
 # the manifest only, for a kit in development). Bytecode is compiled afresh into a private
@@ -91,7 +91,7 @@ sample-class: $(SETUP)
 ALLOW_UNCOMMITTED ?=
 autograde: $(SETUP)
 	@prefix=$$(mktemp -d) && status=0 && \
-	PYTHONPYCACHEPREFIX=$$prefix $(PY) -m grader.nbcourse autograde --course $(COURSE) \
+	PYTHONPYCACHEPREFIX=$$prefix $(PY) -m grader.course.nbcourse autograde --course $(COURSE) \
 	    --jobs $(JOBS) $(if $(ALLOW_UNCOMMITTED),--allow-uncommitted) || status=$$?; \
 	rm -rf "$$prefix"; exit $$status
 

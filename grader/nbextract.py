@@ -1,8 +1,8 @@
 """Notebook submissions -> module folders: the tagged code cells of a notebook, in notebook
-order, joined by two blank lines, become <module>.py (see grader/notebook.py for how the
+order, joined by two blank lines, become <module>.py (see grader/course/notebook.py for how the
 notebooks are built). Nothing else of a notebook reaches the grader: untagged cells are
 scratch space, and only module names of the kit are accepted from the (student-editable)
-metadata, never a path. Kept apart from grader/notebook.py, which holds hidden checks,
+metadata, never a path. Kept apart from grader/course/notebook.py, which holds hidden checks,
 because students' `make check` extracts notebooks too.
 """
 

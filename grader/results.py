@@ -8,23 +8,36 @@ PASS, FAIL, PARTIAL, NOT_GRADED = "pass", "fail", "partial", "not graded"
 
 
 @dataclass
+class CaseOutcome:
+    """The verdict on one case of an item, from a job's raw files (grader/checks/)."""
+
+    label: str  # the case as a student reads it, e.g. "17x5x3 AB α=2 β=5"
+    passed: bool  # within the bound (or as specified) on every rank and element
+    message: str  # why it passed or failed, one line
+
+
+@dataclass
 class ItemResult:
-    id: str
-    title: str
-    max_points: float
+    """One graded item of a submission, as grader/parts/ gives it points."""
+
+    id: str  # "<part>.<what>", e.g. "gemm.naive.correctness", a key of the config
+    title: str  # the config's title of the item
+    max_points: float  # what it is worth
     points: float | None  # None: not graded in this run (it counts in no total)
-    status: str
-    message: str
-    checks: list[dict] = field(default_factory=list)
-    figures: dict = field(default_factory=dict)
+    status: str  # PASS, FAIL, PARTIAL or NOT_GRADED
+    message: str  # the one-line verdict students read first
+    checks: list[dict] = field(default_factory=list)  # a row per case: case, passed, ...
+    figures: dict = field(default_factory=dict)  # numbers for the feedback (times, norms)
 
 
 @dataclass
 class SubmissionResult:
-    name: str
-    path: str
-    backend: str
-    items: list[ItemResult] = field(default_factory=list)
+    """Every item of one submission, and where and how it was graded."""
+
+    name: str  # the submission's name (its folder's, or the student's)
+    path: str  # the folder that was graded
+    backend: str  # the GPU or the simulator, described
+    items: list[ItemResult] = field(default_factory=list)  # in the order of the tasks
 
     @property
     def total(self) -> float:

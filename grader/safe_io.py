@@ -1,7 +1,7 @@
 """Reading what a worker wrote, with caps: the grader's memory and its reports never grow
 with what a submission chose to write.
 
-A job's results folder holds whatever its processes left there (grader/sandbox.py copies
+A job's results folder holds whatever its processes left there (grader/isolation/sandbox.py copies
 out regular files of up to [sandbox] file_mb each): arrays the worker saved, but also
 anything the submission wrote under the same names. Every reader here
 

@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import sandbox, sanitizer
+from grader.isolation import sandbox, sanitizer
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.toml")
 
@@ -27,7 +27,7 @@ class Config:
     seconds_simulator: float
     findings_fail: bool  # does a race or negative index found in the simulator fail a case?
     static_scan_fails: bool = True  # does a library product seen in the source fail the item?
-    policy: str = "enforce"  # grader/policy.py: "enforce", "strict" or "report"
+    policy: str = "enforce"  # grader/checks/policy/: "enforce", "strict" or "report"
     sanitizer_tools: tuple[str, ...] = ()  # compute-sanitizer tools run on a GPU; () = off
     sanitizer_findings_fail: bool = False  # does a compute-sanitizer finding fail the item?
     sanitizer_path: str = ""  # the executable; "" = look on PATH and in /usr/local/cuda

@@ -21,7 +21,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from grader import part1
+from grader.parts import gemm as part1
 from grader.results import ItemResult
 from grader.worker.net import FUNCTIONS as NET_FUNCTIONS
 from nnkit.submission import NAMED
@@ -46,7 +46,7 @@ NO_SOLUTION = ("not graded here: speed is scored against the solution, timed by 
 
 def without_solution() -> None:
     """Make Part 1 skip the solution's timing and say why its speed is not graded."""
-    original = part1._performance
+    original = part1.performance_item
 
     def performance(kernel, correct, run, perf, config, reference) -> ItemResult:
         item = original(kernel, correct, run, perf, config, reference)
@@ -55,17 +55,17 @@ def without_solution() -> None:
         return item
 
     part1.measure_reference = lambda config, workroot: None
-    part1._performance = performance
+    part1.performance_item = performance
 
 
 def only_function(function: str) -> str:
     """Make the grader run only the task grading `function`'s item, keep only that item
     and, where the item checks several functions, only the checks of this one. Returns
     the part to grade."""
-    import grader.__main__ as grading
+    from grader import cli, pipeline
 
     part, item_id = function_items()[function]
-    original = grading._tasks
+    original = pipeline.tasks
 
     def keep(items: list[ItemResult]) -> list[ItemResult]:
         kept = []
@@ -89,21 +89,21 @@ def only_function(function: str) -> str:
                                       run=lambda run=run: keep(run())))
         return chosen
 
-    grading._tasks = tasks
-    references = grading._references
+    pipeline.tasks = tasks  # grade_all looks it up in pipeline's namespace
+    references = cli.references
 
     def needed_references(parts, *args, **kwargs):
         # A single function's item needs no trained reference (a Part 2 one needs full
         # MNIST on a GPU); the training items of Part 3 compute theirs when they run.
         return references([p for p in parts if p != part], *args, **kwargs)
 
-    grading._references = needed_references
+    cli.references = needed_references  # the command trains them before grading
     return part
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.__main__ import build_parser
-    from grader.__main__ import main as grade
+    from grader.cli import build_parser
+    from grader.cli import main as grade
 
     args = list(sys.argv[1:] if argv is None else argv)
     pick = argparse.ArgumentParser(add_help=False)

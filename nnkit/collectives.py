@@ -59,7 +59,7 @@ def offsets(counts: list[int]) -> list[int]:
 
 
 # The bodies of the three trusted twins below are Part 3's answers: between solution
-# markers, so that the student kit ships them as stubs (grader/dist.py).
+# markers, so that the student kit ships them as stubs (grader/course/dist.py).
 def scatter_batch(comm: Any, X: np.ndarray | None, labels: np.ndarray | None,
                   root: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The kit's Scatterv of a minibatch's rows (same contract as the student's)."""

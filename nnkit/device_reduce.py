@@ -100,7 +100,7 @@ class FlatLayout:
 
 # --------------------------------------------------------------------------------------
 # The ring. The two bodies that walk its steps answer Part 3's ring_allreduce: between
-# solution markers, so that the student kit ships them as stubs (grader/dist.py).
+# solution markers, so that the student kit ships them as stubs (grader/course/dist.py).
 
 
 def chunk_bounds(length: int, parts: int) -> list[int]:

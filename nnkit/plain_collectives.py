@@ -3,7 +3,7 @@
 The instructors' kit trains its MPI reference (`train --mpi --impl reference`,
 `bench-mpi`, the bonus's ring strategy) with nnkit/collectives.py's own versions of
 scatter_batch, allreduce_gradients and ring_allreduce. Those are Part 3's answers, so the
-student kit (grader/dist.py) replaces their bodies with calls to the functions here:
+student kit (grader/course/dist.py) replaces their bodies with calls to the functions here:
 correct, same contracts, and written on purpose the way the assignment does *not* ask
 for, so that reading them teaches nothing that the handout does not already say:
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import mpi_cases
+from grader.cases import mpi as mpi_cases
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, run_kit
@@ -122,7 +122,7 @@ def test_the_ring_item_reports_the_bytes_each_rank_sent(graded):
     four = next(c for c in ring["checks"] if c["case"] == "100002 floats on 4 rank(s)")
     sent = [int(x) for x in re.search(r"bytes sent by rank ([\d/]+)", four["message"])
             .group(1).split("/")]
-    # Every chunk but two leaves each rank (see part3.ring_bytes_needed).
+    # Every chunk but two leaves each rank (see mpi_checks.ring_bytes_needed).
     assert len(sent) == 4 and all(400008 <= b <= 2 * 400008 for b in sent), sent
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from grader import sandbox
+from grader.isolation import probe, sandbox
 from tests.conftest import KIT_ROOT
 
 SECRET = "NNKIT_CONFINEMENT_SECRET"
@@ -34,7 +34,7 @@ print(json.dumps(seen))
 
 def _probe(tmp_path) -> tuple[dict, sandbox.Capabilities]:
     settings = sandbox.Settings()
-    caps = sandbox.capabilities(settings)
+    caps = probe.capabilities(settings)
     workdir = tmp_path / "job"
     workdir.mkdir()
     os.environ[SECRET] = "grader secret"

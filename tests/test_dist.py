@@ -12,10 +12,11 @@ from functools import partial
 
 import pytest
 
-from grader import dist, part1
-from grader.hidden_checks import HIDDEN
+from grader.course import dist
+from grader.course.hidden import HIDDEN
+from grader.course.stubgen import stub_source
+from grader.parts import gemm as part1
 from grader.results import NOT_GRADED, ItemResult
-from grader.stubgen import stub_source
 from grader.student import NO_SOLUTION, without_solution
 from nnkit.checks import VISIBLE, check
 from nnkit.submission import NAMED, load_function
@@ -66,7 +67,9 @@ def test_no_solution_and_no_hidden_check_ships(built):
     assert dist.find_leaks(root, kit / "solution") == []
     shipped = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
     assert not any(p.startswith(("solution/", "examples/")) or "/bugs/" in p for p in shipped)
-    assert not {f"grader/{name}" for name in dist.INSTRUCTOR_ONLY} & shipped
+    assert not any(p.startswith(f"grader/{name}/")
+                   for name in dist.INSTRUCTOR_ONLY for p in shipped)
+    assert "grader/parts/gemm.py" in shipped  # the stage packages ship
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path
@@ -83,7 +86,7 @@ def test_kit_copies_of_student_functions_ship_as_stubs(built, tmp_path):
     for path in marked:
         where = path.relative_to(kit).as_posix()
         standin = dist.STANDINS.get(where)
-        body = None if standin is None else partial(dist._call_standin, standin)
+        body = None if standin is None else partial(dist.call_standin, standin)
         shipped = root / path.relative_to(kit)
         assert shipped.read_text() == stub_source(path.read_text(), body=body)
     # The Part 3 twins call the plain stand-ins, which hold none of the solution's lines.
@@ -148,11 +151,11 @@ def test_make_test_in_the_unpacked_distribution(unpacked):
 
 def test_student_check_says_why_speed_is_not_graded(monkeypatch):
     # Restored after the test: without_solution() patches the grader in this process.
-    monkeypatch.setattr(part1, "_performance", part1._performance)
+    monkeypatch.setattr(part1, "performance_item", part1.performance_item)
     monkeypatch.setattr(part1, "measure_reference", part1.measure_reference)
     without_solution()
     assert part1.measure_reference(None, None) is None
-    item = part1._performance("naive", True, None, [], _Config(), None)
+    item = part1.performance_item("naive", True, None, [], _Config(), None)
     assert isinstance(item, ItemResult) and item.status == NOT_GRADED
     assert item.message == NO_SOLUTION
 

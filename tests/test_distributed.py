@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.distributed import share
+from grader.course.distributed import share
 from nnkit.submission import NAMED
 from tests.conftest import KIT_ROOT, run_kit
 
@@ -43,10 +43,10 @@ def test_shares_cover_the_class_once():
 def test_job_array_shards_then_merge(class_of_three, tmp_path):
     out = tmp_path / "grades"
     for k in range(2):
-        result = run_kit("grader.distributed", "--shard", str(k), "--shards", "2",
+        result = run_kit("grader.course.distributed", "--shard", str(k), "--shards", "2",
                          *class_of_three, *FAST, "--out", str(out))
         assert result.returncode == 0, result.stderr[-2000:]
-    assert run_kit("grader.distributed", "--merge", str(out)).returncode == 0
+    assert run_kit("grader.course.distributed", "--merge", str(out)).returncode == 0
     rows = _rows(out / "grades.csv")
     assert set(rows) == {"alice", "bob", "carol"}
     assert rows["alice"]["total"] == rows["carol"]["total"] == "10"
@@ -57,7 +57,8 @@ def test_job_array_shards_then_merge(class_of_three, tmp_path):
 @pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec")
 def test_mpi_ranks_share_the_class(class_of_three, tmp_path):
     out = tmp_path / "grades"
-    result = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "grader.distributed",
+    result = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m",
+                             "grader.course.distributed",
                              *class_of_three, *FAST, "--out", str(out)], cwd=KIT_ROOT,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

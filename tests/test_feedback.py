@@ -11,9 +11,9 @@ import re
 import numpy as np
 import pytest
 
-from grader.feedback import write_feedback
-from grader.gradescope import gradescope_results, write_gradescope
-from grader.summary import summarize, write_summary
+from grader.reports.feedback import write_feedback
+from grader.reports.gradescope import gradescope_results, write_gradescope
+from grader.reports.summary import summarize, write_summary
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SCRIPT = "<script>alert(1)</script>"
@@ -320,7 +320,7 @@ def test_summary_of_nothing(tmp_path):
 def test_feedback_and_summary_render_in_headless_chromium(gpu_result, sim_result, tmp_path):
     from matplotlib.image import imread
 
-    from grader.screenshot import find_chromium, screenshot
+    from grader.reports.screenshot import find_chromium, screenshot
 
     if find_chromium() is None:
         pytest.skip("no Chromium on this machine (.ci/run installs Debian's chromium)")

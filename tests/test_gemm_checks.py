@@ -4,8 +4,8 @@ import json
 
 import numpy as np
 
-from grader.cases import GemmCase, Operands, build_operands
-from grader.gemm_checks import check_case, check_perf
+from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.checks.gemm import check_case, check_perf
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import reference
 

@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from grader import __main__ as grader_main
-from grader import gpus, part1
-from grader.__main__ import Task, _grade_kernel, _safely
+from grader.isolation import gpus
+from grader.parts import gemm as gemm_part
+from grader.pipeline import Task, gemm_references, grade_kernel, safely
 from grader.scoring import load_config
 
 
@@ -58,29 +58,29 @@ def test_a_task_runs_on_a_held_gpu_and_a_failure_releases_it():
     def boom():
         raise RuntimeError("grader bug")
 
-    failed = _safely(Task("gemm naive", ["gemm.naive.correctness"], boom), config, slots)
+    failed = safely(Task("gemm naive", ["gemm.naive.correctness"], boom), config, slots)
     assert failed[0].points == 0 and "grader bug" in failed[0].message
-    seen = _safely(Task("env", [], lambda: [gpus.worker_env()]), config, slots)
+    seen = safely(Task("env", [], lambda: [gpus.worker_env()]), config, slots)
     assert seen == [{"CUDA_VISIBLE_DEVICES": "3"}]  # the slot came back after the failure
 
 
 def test_speed_is_measured_against_the_references_of_the_gpu_the_task_holds(monkeypatch):
     got = []
-    monkeypatch.setattr(part1, "grade_kernel",
+    monkeypatch.setattr(gemm_part, "grade_kernel",
                         lambda kernel, folder, workroot, config, on_gpu, ref: got.append(ref))
     per_gpu = {"0": "ref-on-0", "1": "ref-on-1"}
     for gpu in ("1", "0"):
         with gpus.pinned(gpu):
-            _grade_kernel("naive", None, None, None, True, per_gpu)
-    _grade_kernel("naive", None, None, None, True, {"0": "only"})  # one GPU, none held
-    _grade_kernel("naive", None, None, None, False, None)  # simulator
+            grade_kernel("naive", None, None, None, True, per_gpu)
+    grade_kernel("naive", None, None, None, True, {"0": "only"})  # one GPU, none held
+    grade_kernel("naive", None, None, None, False, None)  # simulator
     assert got == ["ref-on-1", "ref-on-0", "only", None]
 
 
 def test_references_are_timed_on_every_gpu(monkeypatch, tmp_path):
-    monkeypatch.setattr(part1, "measure_reference",
+    monkeypatch.setattr(gemm_part, "measure_reference",
                         lambda config, workroot: (gpus.current(), workroot.name))
-    refs = grader_main._gemm_references(load_config(), tmp_path, gpus.GpuSlots(["0", "2"]))
+    refs = gemm_references(load_config(), tmp_path, gpus.GpuSlots(["0", "2"]))
     assert refs == {"0": ("0", "gpu0"), "2": ("2", "gpu2")}
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grader.examples import all_specs
-from grader.part1 import graded_kernels
+from grader.parts.gemm import graded_kernels
 from grader.scoring import load_config
 from nnkit.backend import probe_gpu
 from tests.conftest import run_kit

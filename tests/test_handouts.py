@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from grader import points_table
+from grader.course import points_table
+from grader.course.stubgen import check_line
 from grader.scoring import load_config
-from grader.stubgen import check_line
 from nnkit.submission import NAMED
 from tests.conftest import KIT_ROOT
 
@@ -31,7 +31,7 @@ def _starter_functions() -> dict[str, bool]:
 def test_points_handout_is_the_config():
     text = points_table.render(load_config())
     assert (HANDOUTS / "points.md").read_text() == text, \
-        "handouts/points.md is stale: run python -m grader.points_table"
+        "handouts/points.md is stale: run python -m grader.course.points_table"
     for item in load_config().items:
         assert f"`{item}`" in text
 
@@ -93,7 +93,7 @@ def test_softmax_docstring_gives_the_stable_loss():
 
 
 def test_check_line_goes_into_the_docstring_after_a_long_signature():
-    from grader.stubgen import stub_source
+    from grader.course.stubgen import stub_source
 
     source = ('def scatter_batch(comm, X,\n                  labels) -> tuple:\n'
               '    """Share out."""\n    ### BEGIN SOLUTION\n    return X, labels\n'
@@ -107,7 +107,7 @@ def test_check_line_goes_into_the_docstring_after_a_long_signature():
 def test_a_quick_check_keeps_only_its_item_and_checks(monkeypatch):
     """make check FUNCTION=add_bias: only the task of its item runs, and of that item's
     checks (it covers three functions) only add_bias's are shown."""
-    import grader.__main__ as grading
+    from grader import cli, pipeline
     from grader.results import FAIL, ItemResult
     from grader.student import only_function
 
@@ -116,13 +116,13 @@ def test_a_quick_check_keeps_only_its_item_and_checks(monkeypatch):
         return [ItemResult("net.kernels", "k", 10, 0.0, FAIL, "m", checks=checks),
                 ItemResult("net.softmax", "s", 10, 0.0, FAIL, "m")]
 
-    fake = [grading.Task("net functions", ["net.kernels", "net.softmax"], items),
-            grading.Task("mpi scatter", ["mpi.scatter"], lambda: [])]
-    monkeypatch.setattr(grading, "_tasks", lambda *args, **kwargs: fake)
-    monkeypatch.setattr(grading, "_references", lambda parts, *rest: list(parts))
+    fake = [pipeline.Task("net functions", ["net.kernels", "net.softmax"], items),
+            pipeline.Task("mpi scatter", ["mpi.scatter"], lambda: [])]
+    monkeypatch.setattr(pipeline, "tasks", lambda *args, **kwargs: fake)
+    monkeypatch.setattr(cli, "references", lambda parts, *rest: list(parts))
     assert only_function("add_bias") == "net"
-    assert grading._references(["net"], None) == []  # no reference network trained
-    tasks = grading._tasks()
+    assert cli.references(["net"], None) == []  # no reference network trained
+    tasks = pipeline.tasks()
     assert [t.name for t in tasks] == ["net functions"] and tasks[0].item_ids == ["net.kernels"]
     kept = tasks[0].run()
     assert [i.id for i in kept] == ["net.kernels"]

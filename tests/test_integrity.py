@@ -1,4 +1,4 @@
-"""The kit's integrity check (grader/integrity.py): a copy of the kit is modified after
+"""The kit's integrity check (grader/isolation/integrity.py): a copy of the kit is modified after
 its manifest was written, and grading is refused with the file named; in a git checkout,
 a modification the manifest blessed is still caught against HEAD."""
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from grader import integrity
+from grader.isolation import integrity
 from nnkit.submission import KIT_ROOT
 
 
@@ -36,18 +36,18 @@ def _git(kit, *args):
 def test_manifest_names_every_changed_added_and_missing_file(kit, tmp_path):
     manifest = tmp_path / "manifest.json"
     written = integrity.write(manifest, kit)
-    assert "grader/gemm_checks.py" in written["files"] and "grader/config.toml" in \
+    assert "grader/checks/gemm.py" in written["files"] and "grader/config.toml" in \
         written["files"] and "solution/gemm_1_naive.py" in written["files"]
     assert integrity.verify(manifest, kit, git=False) == []
     (kit / "grader" / "__pycache__").mkdir(exist_ok=True)
     (kit / "grader" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"not covered")
     assert integrity.verify(manifest, kit, git=False) == []
-    with open(kit / "grader" / "gemm_checks.py", "a") as f:
+    with open(kit / "grader" / "checks" / "gemm.py", "a") as f:
         f.write("# rewritten by a submission\n")
     (kit / "grader" / "worker_evil.py").write_text("")
     (kit / "solution" / "gemm_2_shared.py").unlink()
     assert integrity.verify(manifest, kit, git=False) == [
-        "grader/gemm_checks.py: changed since the manifest",
+        "grader/checks/gemm.py: changed since the manifest",
         "solution/gemm_2_shared.py: missing (in the manifest)",
         "grader/worker_evil.py: added (not in the manifest)"]
     assert integrity.verify(tmp_path / "none.json", kit, git=False)[0].endswith(
@@ -57,27 +57,28 @@ def test_manifest_names_every_changed_added_and_missing_file(kit, tmp_path):
 
 def test_grading_is_refused_with_the_file_named(kit, tmp_path):
     course = tmp_path / "course"
-    written = _run(kit, "grader.integrity", "write", str(course / integrity.COURSE_MANIFEST))
+    manifest = str(course / integrity.COURSE_MANIFEST)
+    written = _run(kit, "grader.isolation.integrity", "write", manifest)
     assert written.returncode == 0, written.stderr
-    assert _run(kit, "grader.integrity", "check", str(course / integrity.COURSE_MANIFEST)
+    assert _run(kit, "grader.isolation.integrity", "check", str(course / integrity.COURSE_MANIFEST)
                 ).returncode == 0
-    with open(kit / "grader" / "gemm_checks.py", "a") as f:
+    with open(kit / "grader" / "checks" / "gemm.py", "a") as f:
         f.write("# rewritten by a submission\n")
 
-    check = _run(kit, "grader.integrity", "check", str(course / integrity.COURSE_MANIFEST))
-    assert check.returncode == 1 and "grader/gemm_checks.py: changed" in check.stderr
+    check = _run(kit, "grader.isolation.integrity", "check", manifest)
+    assert check.returncode == 1 and "grader/checks/gemm.py: changed" in check.stderr
 
     out = tmp_path / "grades"
     graded = _run(kit, "grader", "solution", "--parts", "gemm", "--kernels", "naive",
                   "--out", str(out), "--manifest", str(course / integrity.COURSE_MANIFEST))
-    assert graded.returncode == 1 and "grader/gemm_checks.py: changed" in graded.stderr
+    assert graded.returncode == 1 and "grader/checks/gemm.py: changed" in graded.stderr
     assert not out.exists()
 
-    autograde = _run(kit, "grader.nbcourse", "autograde", "--course", str(course),
+    autograde = _run(kit, "grader.course.nbcourse", "autograde", "--course", str(course),
                      "--allow-uncommitted")
     assert autograde.returncode == 1, autograde.stderr
     assert "refusing to grade" in autograde.stderr
-    assert "grader/gemm_checks.py: changed" in autograde.stderr
+    assert "grader/checks/gemm.py: changed" in autograde.stderr
     assert sorted(p.name for p in course.iterdir()) == [integrity.COURSE_MANIFEST]
 
 
@@ -95,7 +96,7 @@ def test_git_catches_a_change_the_manifest_blessed(kit, tmp_path):
     assert integrity.verify(manifest, kit, git=False) == []  # blessed
     assert integrity.verify(manifest, kit) == ["nnkit/checks.py: differs from git HEAD",
                                                "grader/worker_evil.py: not in git HEAD"]
-    refused = _run(kit, "grader.nbcourse", "autograde", "--course", str(manifest.parent))
+    refused = _run(kit, "grader.course.nbcourse", "autograde", "--course", str(manifest.parent))
     assert refused.returncode == 1 and "nnkit/checks.py: differs from git HEAD" in refused.stderr
     _git(kit, "checkout", "nnkit/checks.py")
     (kit / "grader" / "worker_evil.py").unlink()

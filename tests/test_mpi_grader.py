@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import mpi_cases, part3
+from grader.cases import mpi as mpi_cases
+from grader.checks import mpi as mpi_checks
 from grader.examples import all_specs, materialize
+from grader.parts import mpi as part3
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
 from tests.conftest import run_kit
@@ -89,7 +91,7 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
 
 
 def test_the_worker_imports_nothing_of_the_grader_outside_it():
-    from grader import sandbox
+    from grader.isolation import sandbox
 
     assert sandbox.worker_imports_outside() == []
 
@@ -117,13 +119,13 @@ def test_each_rank_is_given_only_its_own_inputs_drawn_from_the_secret():
 @pytest.mark.parametrize("p", [2, 3, 4, 5])
 def test_a_ring_with_uneven_chunks_meets_the_byte_bound(p):
     """Rank r of a ring sends 2n - c_(r+1) - c_(r+2) elements and receives 2n - c_r -
-    c_(r+1): never less than the n of part3.ring_bytes_needed, with equality possible."""
+    c_(r+1): never less than the n of mpi_checks.ring_bytes_needed, with equality possible."""
     from nnkit.collectives import split_counts
 
     tightest = []
     for n in [*range(1, 3 * p), 1001, 100002]:
         c = split_counts(n, p)
-        need = part3.ring_bytes_needed(n, p) // 4
+        need = mpi_checks.ring_bytes_needed(n, p) // 4
         for r in range(p):
             sent = 2 * n - c[(r + 1) % p] - c[(r + 2) % p]
             received = 2 * n - c[r] - c[(r + 1) % p]

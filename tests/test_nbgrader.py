@@ -20,17 +20,17 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="the nbgrader extra: pip install -e '.[nbgrader]'")
 
-from grader import nbcourse  # noqa: E402
-from grader.dist import solution_regions  # noqa: E402
-from grader.hidden_checks import HIDDEN  # noqa: E402
+from grader.course import nbcourse  # noqa: E402
+from grader.course.dist import solution_regions  # noqa: E402
+from grader.course.hidden import HIDDEN  # noqa: E402
 from nnkit.submission import KIT_ROOT, NAMED  # noqa: E402
 
 SOLUTION_LINES = {line for region in solution_regions(NAMED["solution"]) for line in region
                   if len(line) > 20}
 SECRET = "nnkit-test-secret-8d1f0c"
 MARK = "pwned-by-eve"
-GUARDED = [NAMED["solution"] / "gemm_1_naive.py", KIT_ROOT / "grader" / "hidden_checks.py",
-           KIT_ROOT / "grader" / "gemm_checks.py"]
+GUARDED = [NAMED["solution"] / "gemm_1_naive.py", KIT_ROOT / "grader" / "course" / "hidden.py",
+           KIT_ROOT / "grader" / "checks" / "gemm.py"]
 
 # Run at import of eve's module, in the sandbox: every attempt is recorded, and her kernel
 # raises the record, so that it shows in the feedback of both graders.

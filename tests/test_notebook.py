@@ -4,18 +4,18 @@ import json
 
 import pytest
 
-from grader.examples import BUG_DIR, load_spec, materialize
-from grader.hidden_checks import HIDDEN
-from grader.nbextract import NotebookError, extract, join_cells
-from grader.net_cases import FUNCTIONS
-from grader.notebook import (
+from grader.cases.net import FUNCTIONS
+from grader.course.hidden import HIDDEN
+from grader.course.notebook import (
     ASSIGNMENTS,
     build_notebook,
     hoist_hints,
     split_module,
     write_notebook,
 )
-from grader.stubgen import stub_source
+from grader.course.stubgen import stub_source
+from grader.examples import BUG_DIR, load_spec, materialize
+from grader.nbextract import NotebookError, extract, join_cells
 from nnkit.checks import MODULES, VISIBLE, check
 from nnkit.gemm import KERNELS
 from nnkit.notebook import setup

@@ -1,4 +1,4 @@
-"""The static policy for graded modules (grader/policy.py): every correct way of writing the
+"""The static policy for graded modules (grader/checks/policy/): every correct way of writing the
 assignment passes (the solution, the starter, the example bugs, differently written
 submissions in tests/policy/alt_*), and hostile submissions (tests/policy/hostile/*) fail
 with the rule each line breaks, marked in the files as `# expect: rule[, rule]`."""
@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import policy
+from grader.checks import policy
+from grader.checks.policy import RULES, Violation, check
+from grader.checks.policy import names as policy_names
 from grader.examples import load_spec
-from grader.policy import RULES, Violation, check
 from tests.conftest import KIT_ROOT
 
 FIXTURES = Path(__file__).parent / "policy"
@@ -303,10 +304,10 @@ def test_type_expressions_literals_and_stub_kernels_pass(tmp_path):
 
 
 def test_collective_names():
-    assert all(policy._collective(n) for n in (
+    assert all(policy_names.is_collective(n) for n in (
         "Allreduce", "allreduce", "Iallreduce", "Allreduce_init", "Reduce_scatter_block",
         "Ibcast", "Neighbor_allgather", "Exscan", "gather", "Scatterv"))
-    assert not any(policy._collective(n) for n in (
+    assert not any(policy_names.is_collective(n) for n in (
         "Sendrecv", "Isend", "Irecv", "Barrier", "Ibarrier", "Reduce_local", "Waitall"))
 
 
@@ -319,10 +320,10 @@ def _module_attributes(module) -> list[str]:
                   if isinstance(value, types.ModuleType) and not name.startswith("_"))
 
 
-@pytest.mark.parametrize("name", sorted(set(policy.HELPERS) | {"math", "cmath"}))
+@pytest.mark.parametrize("name", sorted(set(policy_names.HELPERS) | {"math", "cmath"}))
 def test_helper_modules_hand_out_no_modules(name, tmp_path):
     module = sys.modules.get(name) or __import__(name, fromlist=["_"])
-    allowed = set(policy.SUBMODULES.get(name, {}))
+    allowed = set(policy_names.SUBMODULES.get(name, {}))
     attributes = [a for a in _module_attributes(module) if a not in allowed]
     if not attributes:
         return
@@ -336,7 +337,7 @@ def test_numpy_hands_out_only_its_allowed_submodules(tmp_path):
     names = set(_module_attributes(np)) | {"fft", "polynomial", "random", "ctypeslib", "ma",
                                            "testing", "lib", "linalg", "rec", "char",
                                            "strings", "f2py", "core"}
-    names -= policy.NUMPY_SUBMODULES
+    names -= policy_names.NUMPY_SUBMODULES
     source = "import numpy as np\n" + "".join(f"x{i} = np.{a}\n"
                                               for i, a in enumerate(sorted(names)))
     for module, part in (("gemm_1_naive", "gemm"), ("mpi_1_data_parallel", "mpi")):

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import report, safe_io
-from grader.gemm_checks import read_findings
+from grader import safe_io
+from grader.checks.gemm import read_findings
+from grader.reports import report
 from grader.results import ItemResult, SubmissionResult
 from grader.submissions import MAX_FILES, copy_submission, resolve, survey
 from nnkit import fetch

@@ -1,6 +1,6 @@
-"""The sandbox's parts (grader/sandbox.py, grader/jail.py, grader/anticheat.py), timed calls
-that must see fresh operands and a true clock, and grading that gives the same verdicts
-twice."""
+"""The sandbox's parts (grader/isolation/sandbox.py, grader/isolation/jail.py,
+grader/checks/anticheat.py), timed calls that must see fresh operands and a true clock,
+and grading that gives the same verdicts twice."""
 
 import ctypes
 import errno
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import anticheat, sandbox
-from grader.cases import GemmCase, job_inputs
-from grader.gemm_checks import check_perf
-from grader.runner import copy_submission, run_worker
+from grader.cases.gemm import GemmCase, job_inputs
+from grader.checks import anticheat
+from grader.checks.gemm import check_perf
+from grader.isolation import probe, sandbox
+from grader.isolation.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
 from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, run_kit
@@ -228,7 +229,7 @@ SHM_KEY = 0x4E4E0000 + os.getpid() % 0x10000
 
 
 def _caps() -> sandbox.Capabilities:
-    return sandbox.capabilities(JOBS)
+    return probe.capabilities(JOBS)
 
 
 def _needs(what: str) -> None:

@@ -6,8 +6,9 @@ import stat
 
 import pytest
 
-from grader import part1, sandbox, sanitizer
-from grader.cases import GemmCase
+from grader.cases.gemm import GemmCase
+from grader.isolation import sandbox, sanitizer
+from grader.parts import gemm as part1
 from grader.scoring import ConfigError, load_config
 from nnkit.submission import NAMED
 

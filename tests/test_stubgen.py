@@ -1,6 +1,6 @@
 import pytest
 
-from grader.stubgen import MarkerError, stale_files, stub_source
+from grader.course.stubgen import MarkerError, stale_files, stub_source
 from nnkit.submission import NAMED
 
 

@@ -1,6 +1,6 @@
 """Everything that runs inside a grading job's sandbox, next to submitted code.
 
-This package is staged whole into the jail (grader/sandbox.py); nothing else of the
+This package is staged whole into the jail (grader/isolation/sandbox.py); nothing else of the
 grader is. It holds no case builder, no checker and no reference answer: the grader
 writes each job's inputs into the job's folder, and judges the raw results the job
 writes back.

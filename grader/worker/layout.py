@@ -26,7 +26,7 @@ class GemmCase:
     trans_b: bool = False
     guard: bool = False
     seed: int = 0
-    reuse: bool = False  # run in the previous case's buffers, refilled (grader/cases.py)
+    reuse: bool = False  # run in the previous case's buffers, refilled (grader/cases/gemm.py)
 
     def label(self) -> str:
         form = {(False, False): "AB", (True, False): "AᵀB", (False, True): "ABᵀ"}.get(

@@ -18,7 +18,7 @@ a rank writes no other rank's file), or the error it met to `case-N-rank-R.err`,
 stops the whole job (MPI_Abort): the other ranks may be blocked waiting for it, and a
 blocked job would only end at the time limit. After the last case every rank writes
 `rank-R.done`. The grader trusts the results of a job only when it exited with status 0
-and every rank's marker is there. Nothing here judges a result: grader/part3.py does.
+and every rank's marker is there. Nothing here judges a result: grader/parts/mpi.py does.
 
 The ring item gets a communicator that offers point-to-point calls only and counts the
 bytes each rank sends to each other rank (nnkit.collectives.call_point_to_point).

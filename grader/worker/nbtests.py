@@ -1,6 +1,6 @@
 """The jailed half of a notebook's test cell: `python -m grader.worker.nbtests JOB.json`.
 
-grader/nbcourse.py grades an nbgrader test cell (`check("gemm_naive", gemm_naive)` and
+grader/course/nbcourse.py grades an nbgrader test cell (`check("gemm_naive", gemm_naive)` and
 its hidden `check(..., cases)`) without running the student's notebook: this worker, in
 the sandbox, loads the student's function from the module extracted from the notebook
 and runs nnkit.checks.check on it, recording every call of the function: the arrays of

@@ -1,5 +1,5 @@
 """Run-time traps for library matrix products, armed in the worker from before the
-submission is imported until the job ends (see grader/anticheat.py for the whole picture).
+submission is imported until the job ends (see grader/checks/anticheat.py for the whole picture).
 
 NumPy's and CuPy's entry points (matmul, dot, einsum, ..., every cuBLAS GEMM wrapper) are
 replaced, under every name their modules give them, by traps that record the call and

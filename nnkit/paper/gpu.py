@@ -54,7 +54,7 @@ def sigmoid_mse(Z: Any, labels: Any, dZ: Any, losses: Any) -> None:
 
 
 # The body below is the Part 2 backward pass with another output delta, so it sits between
-# solution markers: the student kit ships it as a stub (grader/dist.py), to be written as an
+# solution markers: the student kit ships it as a stub (grader/course/dist.py), to be written as an
 # optional exercise; until then the GPU versions run with cross-entropy only.
 def mse_backward_pass(kernels: Any, weights: list, biases: list, acts: list, labels: Any,
                       lam: float, gemm: Callable) -> tuple[list, list, Any]:

@@ -1,0 +1,1 @@
+"""Verdicts from a job's raw files (gemm, net) and rules on the source (policy, anticheat)."""

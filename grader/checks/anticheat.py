@@ -1,0 +1,187 @@
+"""Keeping hand-written code hand-written: how the grader knows the submission did the work.
+
+Layers, each reported in the feedback with the line of the submission it concerns:
+
+- in the grader, before the run, on the source (`scan` here for library matrix products;
+  grader/checks/policy/ for what graded modules may import and touch at all);
+- in the worker, an audit hook the submission cannot remove (grader/worker/guard.py):
+  ctypes, gc walks, frame access, other processes, files outside its folder;
+- in the worker, library matrix products trapped at run time for a clear message
+  (grader/worker/traps.py), and trusted modules photographed and compared before any
+  result is written (grader/worker/tamper.py);
+- in the worker, every kernel a graded call launches is recorded and, for the cases the
+  grader picks, replayed from the call's inputs (grader/worker/launches.py): a result
+  counts only if the submission's own kernels reproduce it.
+
+The static scan below searches the AST of the kernel's module and of the submission's
+modules it imports for the `@` operator, attributes and imported names such as matmul,
+dot, einsum, tensordot or cublas, string constants naming them, and imports of libraries
+that provide them. Code under `if __name__ == "__main__":` is not graded and not scanned.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.worker.traps import PRODUCTS, RECORD, Finding
+from grader.worker.traps import library as _library
+
+__all__ = ["RECORD", "Finding", "PolicyVerdict", "policy_verdict", "read_hits", "scan",
+           "summary"]
+
+# ---------------------------------------------------------------------------------------
+# Static scan (in the grader)
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, file: str):
+        self.file, self.findings = file, []
+        self.local_imports: list[str] = []
+
+    def _add(self, what: str, node: ast.AST) -> None:
+        self.findings.append(Finding(what, self.file, getattr(node, "lineno", 0)))
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+                and test.left.id == "__name__" and any(
+                    isinstance(c, ast.Constant) and c.value == "__main__"
+                    for c in test.comparators)):
+            for child in node.orelse:  # the `if` body is the script part: not graded
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult):
+            self._add("the @ operator", node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.op, ast.MatMult):
+            self._add("the @= operator", node)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in PRODUCTS:
+            self._add(f"{_dotted(node)}", node)
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if _library(alias.name):
+                self._add(f"import {alias.name}", node)
+            self.local_imports.append(alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level == 0 and _library(module):
+            self._add(f"from {module} import ...", node)
+        for alias in node.names:
+            if alias.name in PRODUCTS or (node.level == 0 and _library(f"{module}.{alias.name}")):
+                self._add(f"from {'.' * node.level}{module} import {alias.name}", node)
+        if node.level > 0:
+            if module:
+                self.local_imports.append(module)
+            else:
+                self.local_imports.extend(a.name for a in node.names)
+        elif module:
+            self.local_imports.append(module)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and (node.value in PRODUCTS or _library(node.value)):
+            self._add(f"the string {node.value!r}", node)
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Name):
+        return node.id
+    return "(...)"
+
+
+def scan(folder: Path, module: str) -> list[Finding]:
+    """Library matrix products in `module` of the submission folder and in the modules of
+    the folder it imports, transitively. A module that does not parse yields nothing
+    (the worker reports the syntax error)."""
+    from grader import safe_io
+
+    folder = Path(folder)
+    findings: list[Finding] = []
+    todo, seen = [module], set()
+    while todo:
+        name = todo.pop()
+        path = folder / f"{name}.py"
+        if name in seen or path.is_symlink() or not path.is_file():
+            continue
+        seen.add(name)
+        try:  # a regular file within what jobs get (1 MiB, grader/submissions.py)
+            text = safe_io.read_bytes(path, 1 << 20).decode(errors="replace")
+            tree = ast.parse(text, filename=str(path))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        scanner = _Scanner(path.name)
+        scanner.visit(tree)
+        findings += scanner.findings
+        todo += [m.split(".")[0] for m in scanner.local_imports]
+    return findings
+
+
+def read_hits(outdir: Path) -> list[Finding]:
+    """What the worker's traps recorded (a malformed line is skipped)."""
+    from grader import safe_io
+
+    hits = []
+    try:  # at most 100 lines are used: 256 KiB of them is plenty
+        data, _ = safe_io.read_head(Path(outdir) / RECORD, 256 << 10)
+    except (OSError, ValueError):
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    for line in lines[:100]:
+        try:
+            data = json.loads(line)
+            hits.append(Finding(safe_io.clean_text(data["what"], 200),
+                                safe_io.clean_text(data["file"], 200), int(data["line"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return hits
+
+
+def summary(findings: list[Finding], limit: int = 3) -> str:
+    """'numpy.matmul (gemm_1_naive.py, line 12); ...' without repeats."""
+    unique = list(dict.fromkeys(f.describe() for f in findings))
+    more = f" and {len(unique) - limit} more" if len(unique) > limit else ""
+    return "; ".join(unique[:limit]) + more
+
+
+# ---------------------------------------------------------------------------------------
+# The policy for graded modules (grader/checks/policy/), as it counts in an item
+
+
+@dataclass
+class PolicyVerdict:
+    failure: str  # why the item fails ('' if it does not)
+    note: str  # breaches of style rules, reported only ('' if none)
+    found: list[str]  # every breach, described, for the report's figures
+
+
+def policy_verdict(folder: Path, module: str, part: str, mode: str) -> PolicyVerdict:
+    """The policy's breaches in `module` of the (private copy of the) submission. mode
+    "enforce": cheating rules fail the item, style rules are notes; "strict": every
+    breach fails it; "report": none does."""
+    from grader.checks import policy
+
+    found = policy.check(folder, module, part)
+    if not found:
+        return PolicyVerdict("", "", [])
+    failing = [v for v in found if mode == "strict" or (mode == "enforce" and policy.is_cheat(v))]
+    noted = [v for v in found if v not in failing]
+    failure = ("the source breaks the rules for graded code: " + policy.summary(failing)
+               if failing else "")
+    note = ("note, not counted here: the source does not follow the kit's style rules: "
+            + policy.summary(noted) if noted else "")
+    return PolicyVerdict(failure, note, [v.describe() for v in found])

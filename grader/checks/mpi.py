@@ -1,0 +1,187 @@
+"""Part 3's verdicts from the ranks' raw arrays: scatter, all-reduce, the ring (its bytes
+moved too) and trained parameters against the serial reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.checks.net import AGREEMENT_TOL, relative_norms
+from nnkit import network
+from nnkit.collectives import (
+    POINT_TO_POINT_CALLS,
+    offsets,
+    split_counts,
+)
+from nnkit.gemm_reference import FLT_MIN, gamma
+
+
+def check_scatter(case: dict, got: list[dict[str, np.ndarray]],
+                  batch: tuple[np.ndarray, np.ndarray]) -> tuple[bool, str]:
+    X, labels = batch
+    counts = split_counts(case["rows"], case["ranks"])
+    for r, (count, start) in enumerate(zip(counts, offsets(counts), strict=True)):
+        rows = f"rows {start}..{start + count - 1}" if count else "no rows"
+        want_X, want_y = X[start:start + count], labels[start:start + count]
+        X_r, y_r = got[r].get("X"), got[r].get("labels")
+        if X_r is None or y_r is None:
+            return False, f"rank {r} wrote no images or labels"
+        if X_r.dtype != np.float32 or y_r.dtype != np.int64:
+            return False, f"rank {r} got {X_r.dtype} images and {y_r.dtype} labels, " \
+                          "expected float32 and int64"
+        if X_r.shape != want_X.shape or y_r.shape != want_y.shape:
+            return False, (f"rank {r} got images {X_r.shape} and labels {y_r.shape}, "
+                           f"expected {want_X.shape} and {want_y.shape} ({rows})")
+        if X_r.tobytes() != want_X.tobytes() or y_r.tobytes() != want_y.tobytes():
+            return False, f"rank {r} got the right shapes but not {rows} of the batch"
+    return True, f"every rank got its rows ({'/'.join(map(str, counts))})"
+
+
+def _within(got: np.ndarray, exact: np.ndarray, bound: np.ndarray,
+            what: str) -> tuple[bool, str, float]:
+    if got.dtype != np.float32 or got.shape != exact.shape:
+        return False, f"{what} came back as {got.dtype}{got.shape}, expected " \
+                      f"float32{exact.shape}", np.inf
+    if not np.isfinite(got).all():
+        return False, f"{what} holds NaN or infinity", np.inf
+    error = np.abs(got.astype(np.float64) - exact)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = np.where(error == 0, 0.0, error / bound)  # a zero bound allows no error
+    ratio = float(ratios.max()) if ratios.size else 0.0
+    bad = int((error > bound).sum())
+    if bad:
+        worst = int(np.argmax(error - bound))
+        return False, (f"{what}: {bad} of {got.size} elements outside the float32 bound "
+                       f"(element {worst}: got {got.flat[worst]:.9g}, expected "
+                       f"{exact.flat[worst]:.9g})"), ratio
+    return True, "", ratio
+
+
+def check_allreduce(case: dict, got: list[dict[str, np.ndarray]],
+                    inputs: list[list[np.ndarray]]) -> tuple[bool, str]:
+    """inputs[r]: rank r's gradients (mpi_cases.gradient_inputs)."""
+    p, shares = case["ranks"], case["n_local"]
+    total = sum(shares)
+    worst = 0.0
+    for i in range(len(case["shapes"])):
+        terms = [shares[r] / total * inputs[r][i].astype(np.float64) for r in range(p)]
+        exact = np.sum(terms, axis=0)
+        bound = gamma(p + 2) * np.sum(np.abs(terms), axis=0) + p * FLT_MIN
+        for r in range(p):
+            if f"g{i}" not in got[r]:
+                return False, f"rank {r} wrote no gradient {i}"
+            ok, message, ratio = _within(got[r][f"g{i}"], exact, bound,
+                                         f"rank {r}, gradient {i}")
+            if not ok:
+                plain = np.mean([x[i].astype(np.float64) for x in inputs], axis=0)
+                if np.allclose(got[r][f"g{i}"], plain, rtol=1e-5, atol=0) and \
+                        not np.allclose(plain, exact, rtol=1e-5, atol=0):
+                    message += ": that is the plain average, without the n_local / n_total " \
+                               "weights"
+                return False, message
+            worst = max(worst, ratio)
+    return True, f"every rank within the bound (largest error / bound {worst:.2f})"
+
+
+def ring_bytes_needed(length: int, ranks: int, itemsize: int = 4) -> int:
+    """The fewest bytes every rank of an all-reduce of `length` values must send to the
+    other ranks, and receive from them: the bytes of the whole buffer (p > 1).
+
+    Any all-reduce: each of a rank's `length` values enters every other rank's result, so
+    each must leave the rank in some message (a value per element at least); and each of
+    its `length` results depends on values only the others hold, so it must receive a
+    value per element at least. This is more than the (p - 1) / p of the buffer that the
+    all-gather half alone moves, and no correct algorithm moves less.
+
+    The ring meets it with chunks of any sizes c_0 ... c_(p-1) (sum n, uneven when p does
+    not divide n, empty when n < p): in the reduce-scatter rank r sends every chunk but
+    c_(r+1), in the all-gather every chunk but c_(r+2), so it sends 2n - c_(r+1) - c_(r+2)
+    elements and receives what rank r - 1 sends, 2n - c_r - c_(r+1). Two distinct chunks
+    hold at most n elements (p = 2: exactly n), so both are at least n: one element each
+    way for p = 2 and n = 1, 2n - 2 ceil(n / p) for n >= p > 2."""
+    return length * itemsize if ranks > 1 else 0
+
+
+def _bytes_moved(got: list[dict[str, np.ndarray]], p: int) -> tuple[np.ndarray | None, str]:
+    """The p x p matrix of bytes each rank handed MPI for each other rank, from the ranks'
+    tallies (diagonal: to itself, not counted as moved)."""
+    rows = []
+    for r in range(p):
+        sent = got[r].get("sent_to")
+        if sent is None or sent.shape != (p,) or not np.issubdtype(sent.dtype, np.integer):
+            return None, f"rank {r}'s count of bytes is missing"
+        rows.append(sent.astype(np.int64))
+    matrix = np.array(rows)
+    np.fill_diagonal(matrix, 0)
+    return matrix, ""
+
+
+def check_ring(case: dict, got: list[dict[str, np.ndarray]],
+               inputs: list[np.ndarray]) -> tuple[bool, str]:
+    """inputs[r]: rank r's buffer (mpi_cases.ring_input)."""
+    p, length = case["ranks"], case["length"]
+    wide = [x.astype(np.float64) for x in inputs]
+    exact = np.sum(wide, axis=0)
+    bound = gamma(p - 1) * np.sum(np.abs(wide), axis=0) + (p - 1) * FLT_MIN
+    worst, gap = 0.0, 0.0
+    for r in range(p):
+        used = sorted(set(got[r]["calls"].tolist()) - POINT_TO_POINT_CALLS)
+        if used:
+            return False, (f"rank {r} called comm.{used[0]}: the ring must use "
+                           "point-to-point messages only")
+        ok, message, ratio = _within(got[r]["got"], exact, bound, f"rank {r}'s buffer")
+        if not ok:
+            if p > 1 and np.array_equal(got[r]["got"], inputs[r]):
+                message += " (the buffer is unchanged: sum in place, into `buffer`)"
+            return False, message
+        worst = max(worst, ratio)
+        library = got[r]["mpi"].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gaps = np.abs(got[r]["got"] - library) / np.where(bound > 0, bound, 1.0)
+        gap = max(gap, float(gaps.max()) if gaps.size else 0.0)
+    matrix, problem = _bytes_moved(got, p)
+    if matrix is None:
+        return False, problem
+    need, notes = ring_bytes_needed(length, p), []
+    for r in range(p):
+        sent, received = int(matrix[r].sum()), int(matrix[:, r].sum())
+        unknown = int(got[r].get("unknown", 0))
+        if sent >= need and received >= need:
+            continue
+        if unknown or any(int(got[q].get("unknown", 0)) for q in range(p)):
+            # The kit could not read the size of some message: its own failure, not the
+            # submission's. The bytes are not checked rather than held against it.
+            said = "; ".join(got[r].get("problems", np.array([], str)).tolist()) or "?"
+            notes.append(f"bytes of rank {r} not checked: the grader could not count "
+                         f"{unknown} of its messages (the grader's failure: {said})")
+            continue
+        return False, (f"rank {r} sent {sent} bytes to the other ranks and received "
+                       f"{received} through the communicator it was given; an all-reduce "
+                       f"of {length} float32 values on {p} ranks must move at least {need} "
+                       "bytes each way on every rank (each of its values must reach the "
+                       "others, and each sum needs values only the others hold): the ring "
+                       "must move the data with point-to-point messages of `comm`")
+    sent = [int(matrix[r].sum()) for r in range(p)]
+    note = f"; {'; '.join(notes)}" if notes else ""
+    return True, (f"every rank within the bound (largest error / bound {worst:.2f}; "
+                  f"|ring - Allreduce| / bound at most {gap:.2f}; bytes sent by rank "
+                  f"{'/'.join(map(str, sent))}){note}")
+
+
+def check_params(got: list[dict[str, np.ndarray]],
+                 expected: list[network.Params]) -> tuple[bool, str]:
+    worst, where = 0.0, ""
+    for r, (arrays, ref) in enumerate(zip(got, expected, strict=True)):
+        for key, want in ref.named().items():
+            have = arrays.get(key)
+            if have is None or have.shape != want.shape or have.dtype != np.float32:
+                return False, f"rank {r}: {key} missing or not float32{want.shape}"
+            if not np.isfinite(have).all():
+                return False, f"rank {r}: {key} holds NaN or infinity"
+            rel = relative_norms(have, want)[0]
+            if rel > worst:
+                worst, where = rel, f"rank {r}'s {key}"
+    if worst > AGREEMENT_TOL:
+        return False, (f"{where} differs by {worst:.2e} (relative max-norm), over the "
+                       f"{AGREEMENT_TOL:g} tolerance")
+    return True, f"every rank's W and b within {worst:.1e} (relative max-norm)"

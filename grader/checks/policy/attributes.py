@@ -1,0 +1,237 @@
+"""The visitor's rules on attributes: private names, interpreter internals, module members.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from grader.checks.policy.kernels import _kernel_path, _vector_type
+from grader.checks.policy.names import (
+    ATTR_BUILTINS,
+    BACKEND_BY_PART,
+    COMM_DENY,
+    CONTEXT_ATTRS,
+    COUNTING,
+    CUDA_HOST,
+    CUDA_KERNEL,
+    CUDA_KERNEL_CALLS,
+    CUDA_SUBMODULES,
+    DANGER_BUILTINS,
+    DANGER_MODULES,
+    HELPER_GETATTR,
+    HELPER_MODULE_ATTRS,
+    HELPERS,
+    HOST_COPIES,
+    INTERNALS,
+    KERNEL_VALUE_ATTRS,
+    MEMORY_ATTRS,
+    MPI_CLASSES,
+    MPI_DENY,
+    MPI_MEMORY,
+    NP_HOST_OK,
+    NUMBA_TYPES,
+    NUMBA_TYPES_MODULES,
+    NUMPY_DENY,
+    NUMPY_SUBMODULES,
+    PLAIN_DUNDERS,
+    PRODUCTS,
+    REDUCTIONS,
+    REFUSED,
+    SAFE_DUNDERS,
+    SUBMODULES,
+    Ref,
+    is_collective,
+)
+
+
+class _AttributeRules:
+    """A base of grader/checks/policy/visitor.py's _Visitor."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        base = node.value
+        before = len(self.found)
+        if isinstance(base, ast.Name):
+            self.handled.add(id(base))
+            self._attribute_base(base)
+        else:
+            self.visit(base)
+        if len(self.found) > before or id(node) in self.handled:
+            return  # one finding per chain
+        if isinstance(node.ctx, ast.Store | ast.Del):
+            root = base
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                root = root.value
+            if isinstance(root, ast.Name) and (self._imported(root.id)
+                                               or self._parameter(root.id)):
+                self.flag("module-assign", node)
+                return
+        rule = self._attribute_rule(node)
+        if rule is not None:
+            self.flag(rule, node)
+
+    def _attribute_base(self, base: ast.Name) -> None:
+        """A Name used as `name.attr`: only the checks that do not concern its use as a
+        value."""
+        name = base.id
+        if name in DANGER_BUILTINS and not self._local(name):
+            self.flag("builtin", base, name)
+        elif name.startswith("__") and name.endswith("__") and name not in PLAIN_DUNDERS:
+            self.flag("private", base, name)
+        elif name == "super" and not self._local(name):
+            self.flag("builtin", base, "super used outside a method call")
+        elif self.kernel is not None and self.resolve(base) is None:
+            self._kernel_read(base)
+
+    def _self_like(self, base: ast.AST) -> bool:
+        scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
+        return (isinstance(base, ast.Name) and scope is not None
+                and scope.self_name == base.id)
+
+    def _super_call(self, base: ast.AST) -> bool:
+        return (isinstance(base, ast.Call) and isinstance(base.func, ast.Name)
+                and base.func.id == "super" and self._in_method())
+
+    def _in_method(self) -> bool:
+        for scope in reversed(self.scopes):
+            if scope.kind == "function":
+                return scope.method
+        return False
+
+    def _attribute_rule(self, node: ast.Attribute) -> str | None:
+        attr, base = node.attr, node.value
+        ref = self.resolve(base)
+        if ref is REFUSED:
+            return None  # the import was reported
+        sibling_module = ref is not None and ref.is_module and ref.module.startswith(
+            "sibling:")
+        if attr.startswith("_"):
+            dunder = attr.startswith("__") and attr.endswith("__")
+            if self._self_like(base) or self._super_call(base):
+                return "private" if dunder and attr not in SAFE_DUNDERS else None
+            if sibling_module and not dunder:
+                return None
+            return "private"
+        if attr in INTERNALS:
+            return "private"
+        if attr in ATTR_BUILTINS or attr in HELPER_GETATTR:
+            return "builtin"
+        full = self.c._extend(ref, attr) if ref is not None else None
+        if ref is not None and ref.is_module and not sibling_module:
+            rule = self._module_attr(ref, attr, node)
+            if rule is not None:
+                return rule
+        elif self._self_like(base):
+            pass  # the class's own attributes: what was stored there was checked
+        elif attr in MEMORY_ATTRS or attr == "ctypes":
+            return "memory"
+        elif attr in CONTEXT_ATTRS:
+            return "numba"
+        elif attr in DANGER_MODULES and not (full is not None and full.is_module):
+            return "import"
+        elif self.gemm_or_net:
+            if attr in PRODUCTS:
+                return "product"
+            if self.kernel is None and attr in REDUCTIONS and not (
+                    ref is not None and ref.module.startswith("numba.cuda")):
+                return "array-library"
+            if attr in HOST_COPIES:
+                return "host-copy"
+        if attr in COUNTING and self.part == "mpi" and not self._self_like(base):
+            return "mpi-comm"
+        if attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup")):
+            if not (ref is not None and ref.is_module) and not self._self_like(base):
+                return "mpi-comm"
+        if (self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)) \
+                and is_collective(attr) and (ref is None or ref.module == "mpi4py.MPI"):
+            return "mpi-collective"
+        if self._kernel_name(base) and attr != "forall":
+            return "launch"
+        if full == Ref("numba.cuda", ("jit",)) and not self.decorator:
+            return "jit"
+        if self.kernel is not None:
+            if full is not None:
+                if not _kernel_path(full) and not self.c.is_constant_ref(full) and not (
+                        self.c.is_kernel_ref(full)):
+                    return "kernel-attribute"
+            elif attr not in KERNEL_VALUE_ATTRS:
+                return "kernel-attribute"
+        return None
+
+    def _module_attr(self, ref: Ref, attr: str, node: ast.AST) -> str | None:
+        """The rule `module.attr` breaks, if any (ref: a module)."""
+        module = ref.module
+        if attr.startswith("_"):
+            return "private"
+        if attr in ATTR_BUILTINS or attr in HELPER_GETATTR:
+            return "builtin"
+        if module == "mpi4py.MPI" and attr in MPI_MEMORY:
+            return "memory"
+        if attr in MEMORY_ATTRS or attr == "ctypes":
+            return "memory"
+        if attr in DANGER_MODULES and SUBMODULES.get(module, {}).get(attr) is None:
+            return "import"
+        if module == "numpy":
+            if attr in NUMPY_SUBMODULES:
+                return None
+            if self.gemm_or_net and attr in PRODUCTS:
+                return "product"
+            if attr in NUMPY_DENY or attr in MEMORY_ATTRS:
+                return "memory" if attr not in ("random", "testing", "ma", "char", "rec",
+                                                "strings", "version", "info", "show_config",
+                                                "show_runtime", "get_include") else "import"
+            if self.gemm_or_net and self.kernel is None and attr not in NP_HOST_OK:
+                if attr == "newaxis":
+                    return "array-library"
+                return ("host-copy" if attr in ("asanyarray", "copy", "require",
+                                                "asfortranarray", "fromiter")
+                        else "array-library")
+            if attr in ("linalg", "fft", "polynomial", "emath"):
+                return "import" if not self.gemm_or_net else "product"
+            return None
+        if module in ("numpy.typing", "numpy.dtypes", "numpy.exceptions"):
+            return None
+        if module in ("math", "cmath"):
+            return None
+        if module == "numba":
+            if attr in ("cuda", "types") or attr in NUMBA_TYPES:
+                return None
+            return "numba"
+        if module == "numba.types":
+            return "numba" if attr in NUMBA_TYPES_MODULES else None
+        if module == "numba.cuda":
+            if attr in CUDA_SUBMODULES or attr in CUDA_HOST or attr in NUMBA_TYPES:
+                return None
+            if attr in CUDA_KERNEL or attr in CUDA_KERNEL_CALLS:
+                return None
+            if _vector_type(attr):
+                return None
+            return "numba"
+        if module == "numba.cuda.random":
+            return None if attr.startswith(("xoroshiro128p_", "create_xoroshiro128p_",
+                                            "init_xoroshiro128p_")) else "numba"
+        if module == "numba.cuda.libdevice":
+            return "numba" if attr in DANGER_MODULES or attr in HELPER_MODULE_ATTRS else None
+        if module == "nnkit":
+            return None if attr == "backend" else "import"
+        if module == "nnkit.backend":
+            if attr in BACKEND_BY_PART[self.part]:
+                return None
+            return "host-copy" if attr == "to_host" else "backend"
+        if module == "mpi4py":
+            return None if attr == "MPI" and self.part == "mpi" else "import"
+        if module == "mpi4py.MPI":
+            if attr in MPI_MEMORY:
+                return "memory"
+            if attr in MPI_DENY:
+                return "mpi-comm"
+            if attr in MPI_CLASSES:
+                return None if self.annotation else "mpi-comm"
+            return None
+        if module in HELPERS:
+            if attr in HELPERS[module]:
+                return "builtin" if attr in HELPER_GETATTR else "import"
+            if (attr in DANGER_MODULES or attr in HELPER_MODULE_ATTRS) and SUBMODULES.get(
+                    module, {}).get(attr) is None:
+                return "import"
+            return None
+        return "import"

@@ -1,0 +1,169 @@
+"""The visitor's rules on expressions and names: slices, operators, subscripts, bare names.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from grader.checks.policy.kernels import _launch
+from grader.checks.policy.names import (
+    BINDABLE_DUNDERS,
+    DANGER_BUILTINS,
+    KERNEL_REFUSED,
+    PLAIN_DUNDERS,
+    REFUSED,
+    Ref,
+    _short,
+)
+
+
+class _ExpressionRules:
+    """A base of grader/checks/policy/visitor.py's _Visitor."""
+
+    def generic_visit(self, node: ast.AST) -> None:
+        if self.kernel is not None and isinstance(node, KERNEL_REFUSED):
+            self.flag("kernel-syntax", node)
+            return
+        super().generic_visit(node)
+
+    # expressions ---------------------------------------------------------------------
+
+    def visit_Slice(self, node: ast.Slice) -> None:
+        if self.kernel is not None:
+            self.flag("kernel-slice", node, f"[{_short(node)}]")
+            return
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult) and self.gemm_or_net:
+            self.flag("product", node, f"the @ operator: {_short(node)}")
+        self.generic_visit(node)
+        if self.kernel is not None and (self._array(node.left) or self._array(node.right)):
+            self.flag("kernel-array", node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        self.generic_visit(node)
+        if self.kernel is not None and self._array(node.operand):
+            self.flag("kernel-array", node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        self.generic_visit(node)
+        if self.kernel is not None and any(self._array(v)
+                                           for v in (node.left, *node.comparators)):
+            self.flag("kernel-array", node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        self.generic_visit(node)
+        if self.kernel is not None and any(self._array(v) for v in node.values):
+            self.flag("kernel-array", node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if _launch(node) and self._kernel_name(node.value):
+            self.handled.add(id(node.value))  # kernel[grid, block]: the kernel, configured
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if self.kernel is not None and any(isinstance(item, ast.Constant)
+                                           and item.value is Ellipsis for item in index):
+            self.flag("kernel-slice", node, f"{_short(node)} (...)")
+        elif (self.gemm_or_net or self.kernel is not None) and not self._typing(node.value):
+            for item in index:
+                ref = self.resolve(item)
+                if (isinstance(item, ast.Constant) and item.value is None) or (
+                        ref is not None and ref.dotted() == "numpy.newaxis"):
+                    self.flag("array-library" if self.kernel is None else "kernel-slice",
+                              node, f"{_short(node)} (a new axis)")
+                    break
+        if isinstance(node.ctx, ast.Store | ast.Del):
+            root, through_attribute = node.value, False
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                through_attribute |= isinstance(root, ast.Attribute)
+                root = root.value
+            if isinstance(root, ast.Name) and (self._imported(root.id) or (
+                    through_attribute and self._parameter(root.id))):
+                self.flag("module-assign", node)
+        self.generic_visit(node)
+
+    def _typing(self, base: ast.AST) -> bool:
+        """A type expression such as Callable[..., None] or tuple[int, None]."""
+        if self.annotation:
+            return True
+        if isinstance(base, ast.Name) and base.id in (
+                "list", "tuple", "dict", "set", "frozenset", "type") and not (
+                self._local(base.id) or self._module_name(base.id)):
+            return True
+        ref = self.resolve(base)
+        return ref is not None and ref.module in ("typing", "collections.abc",
+                                                  "numpy.typing")
+
+    def _literal(self, node: ast.AST) -> bool:
+        """Numbers and strings, in lists and tuples: host data that is not an operand."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.List | ast.Tuple):
+            return all(self._literal(e) for e in node.elts)
+        if isinstance(node, ast.UnaryOp):
+            return self._literal(node.operand)
+        if isinstance(node, ast.BinOp):
+            return self._literal(node.left) and self._literal(node.right)
+        return isinstance(node, ast.Name) and node.id in self.info.constants and (
+            self._module_name(node.id))
+
+    def _parameter(self, name: str) -> bool:
+        """A parameter of the enclosing function (not self/cls): an object the grader
+        handed over (an array, the communicator, gemm)."""
+        for scope in reversed(self.scopes):
+            if scope.kind == "function":
+                return name in scope.params and name != scope.self_name
+        return False
+
+    def _imported(self, name: str) -> bool:
+        """A module-level import, def or class name (not shadowed)."""
+        if self._local(name):
+            return any(name in a for a in self.local_aliases[1:])
+        return name in self.info.aliases or name in self.info.functions or (
+            name in self.info.classes)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if id(node) in self.handled:
+            return
+        name = node.id
+        if isinstance(node.ctx, ast.Load):
+            if name in DANGER_BUILTINS and not self._local(name):
+                self.flag("builtin", node, name)
+                return
+            if name.startswith("__") and name.endswith("__") and name not in PLAIN_DUNDERS:
+                self.flag("private", node, name)
+                return
+            if name == "super" and not self._local(name):
+                self.flag("builtin", node, "super used outside a method call")
+                return
+            ref = self.resolve(node)
+            if ref is not None and ref is not REFUSED:
+                if ref == Ref("numba.cuda", ("jit",)) and not self.decorator:
+                    self.flag("jit", node, name)
+                    return
+                if ref.is_module and not self.annotation:
+                    self.flag("module-value", node, name)
+                    return
+            if self._kernel_name(node) and self.kernel is None and not self.decorator:
+                self.flag("launch", node, f"{name} (a kernel used as a value)")
+                return
+            if self.kernel is not None:
+                self._kernel_read(node)
+        elif name.startswith("__") and name.endswith("__") and name not in BINDABLE_DUNDERS:
+            self.flag("private", node, name)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        if node.arg.startswith("__") and node.arg.endswith("__"):
+            self.flag("private", node, node.arg)
+        if node.annotation is not None:
+            self.visit(node.annotation)
+
+    def visit_alias(self, node: ast.alias) -> None:
+        bound = node.asname or node.name.split(".")[0]
+        if bound.startswith("__") and bound.endswith("__") and bound != "__future__":
+            self.flag("private", node, bound)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name and node.name.startswith("__") and node.name.endswith("__"):
+            self.flag("private", node, node.name)
+        self.generic_visit(node)

@@ -1,0 +1,184 @@
+"""`python -m grader [SUBMISSION ...]`: grade submission folders and write the reports.
+
+With no folder named, grades the bundled examples: the solution, the starter and the
+buggy submissions made from examples/bugs/ (--bugs DIR grades those described in DIR).
+Each submission is a folder holding the student modules (gemm_1_naive.py, ...), as in
+starter/, or a notebook whose code cells are tagged with their module (grader/nbextract.py).
+A path that does not exist is graded zero with a message, and a folder holding no module
+but sub-folders that do is graded as one submission per sub-folder (grader/submissions.py).
+
+Reports are written as each submission finishes and merged with what --out already holds
+(grader/reports/report.py). SIGINT or SIGTERM stops the run: no new job starts, every running job
+is killed with all its processes, temporary folders are removed, and the grades of the
+submissions finished so far stay written.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from grader import examples, safe_io
+from grader.isolation import gpus, runner
+from grader.parts import gemm as gemm_part
+from grader.pipeline import (
+    Interrupted,
+    Stop,
+    check_data,
+    grade_all,
+    references,
+    write_class_reports,
+)
+from grader.reports import report
+from grader.results import SubmissionResult
+from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
+from grader.submissions import Submission, resolve
+from nnkit.backend import BackendError, select
+from nnkit.gemm import BONUS_KERNELS, KERNELS
+from nnkit.submission import KIT_ROOT, NAMED
+
+EXAMPLES_DIR = KIT_ROOT / "build" / "examples"
+NOTEBOOKS_DIR = KIT_ROOT / "build" / "notebooks"
+PARTS = ("gemm", "net", "mpi")
+
+
+def _submissions(args: argparse.Namespace) -> list[Submission]:
+    if args.submissions or args.bugs:
+        paths = [NAMED.get(s, Path(s)) for s in args.submissions]
+        if args.bugs:
+            paths += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
+    else:
+        paths = [NAMED["solution"], NAMED["starter"], *examples.materialize_all(EXAMPLES_DIR)]
+    return resolve(paths, NOTEBOOKS_DIR)
+
+def with_secret(config: Config, seed: int | None) -> Config:
+    """The config with the run's secret: `seed`, or drawn from the system's randomness."""
+    return replace(config, secret=secrets.randbits(62) if seed is None else int(seed))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
+    parser.add_argument("submissions", nargs="*", help="folders (or 'solution', 'starter')")
+    parser.add_argument("--bugs", type=Path, default=None,
+                        help="also grade the buggy submissions described in this folder")
+    parser.add_argument("--out", type=Path, default=Path("grades"),
+                        help="where grades.csv and the JSON reports go (default: grades/)")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="points and limits")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="comma-separated subset of " + ", ".join(PARTS))
+    parser.add_argument("--kernels", default=None,
+                        help="comma-separated subset of " + ", ".join(KERNELS) + " (default: "
+                             "all but the bonus ones, unless the config's [bonus] or --bonus "
+                             "turns them on; named here, they are graded)")
+    parser.add_argument("--bonus", action="store_true",
+                        help="grade the bonus items too, whatever the config's [bonus] says")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="workers at a time: CPU workers in simulator mode; on GPUs, at "
+                             "most one per GPU, so that timings do not disturb each other")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the run's secret seed (default: drawn afresh); every case's "
+                             "inputs derive from it, so a fixed seed reproduces a run")
+    parser.add_argument("--details", action="store_true",
+                        help="print every check of every item, not only the failures")
+    parser.add_argument("--manifest", type=Path, default=None,
+                        help="refuse to grade if the kit differs from this manifest or from "
+                             "git HEAD (python -m grader.isolation.integrity write FILE)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    kernels = [k.strip() for k in (args.kernels or ",".join(KERNELS)).split(",") if k.strip()]
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown or not kernels:
+        parser.error(f"--kernels: unknown {unknown}; choose from {', '.join(KERNELS)}")
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if not parts or any(p not in PARTS for p in parts):
+        parser.error(f"--parts: choose from {', '.join(PARTS)}")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.manifest is not None:  # before anything is graded (grader/isolation/integrity.py)
+        from grader.isolation import integrity
+
+        problems = integrity.verify(args.manifest)
+        if problems:
+            print(f"grader: {integrity.IntegrityError(problems)}", file=sys.stderr)
+            return 1
+    try:
+        config = with_secret(load_config(args.config), args.seed)
+        if args.bonus:
+            config = replace(config, bonus=True)
+        backend = select()
+    except (ConfigError, BackendError) as err:
+        parser.error(str(err))
+    if args.kernels is None:  # the bonus kernels only where the config or --bonus asks
+        kernels = gemm_part.graded_kernels(config)
+    elif any(k in BONUS_KERNELS for k in kernels) and not config.bonus:
+        print("grader: grading the bonus kernel(s) --kernels names; a default run leaves "
+              "them out unless [bonus] enabled = true or --bonus", file=sys.stderr)
+    runner.reset()
+    with Stop() as stop:
+        return _grade(args, parts, kernels, config, backend, stop)
+
+
+def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], config: Config,
+           backend, stop: Stop) -> int:
+    submissions = _submissions(args)
+    book = report.Gradebook(args.out)
+    for problem in check_data():
+        print(f"grader: {problem}", file=sys.stderr)
+    slots, jobs = None, args.jobs
+    if backend.on_gpu:  # at most one worker per GPU
+        ids = gpus.visible_ids() or ["0"]
+        jobs = min(args.jobs, len(ids))
+        slots = gpus.GpuSlots(ids[:jobs])
+    where = f" x {jobs} GPUs, one worker each" if slots and jobs > 1 else ""
+    print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
+          file=sys.stderr)
+    for sub in submissions:
+        if sub.problem:
+            print(f"grader: {sub.problem}", file=sys.stderr)
+
+    results: list[SubmissionResult] = []
+    with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+        workroot = Path(tmp)
+        try:
+            stop.unwind = True
+            refs = references(parts, config, workroot, slots)
+            stop.unwind = False
+        except (gemm_part.ReferenceError, RuntimeError) as err:
+            print(f"grader: {safe_io.clean_text(err, 2000)}", file=sys.stderr)
+            return 1
+        except Interrupted:
+            stop.unwind = False
+        if stop.signum is None:
+            results = grade_all(submissions, parts, kernels, config, backend, refs,
+                                workroot, slots, jobs, book, stop)
+    book.write_csv()  # also when nothing finished: the book as it stands
+    if stop.signum is not None:
+        print(f"grader: stopped by {signal.Signals(stop.signum).name}: every job killed; "
+              f"{len(results)} submission(s) finished and written to {args.out}/",
+              file=sys.stderr)
+    write_class_reports(book)
+    print(report.table(results, backend.describe()))
+    lost = report.details(results) if args.details else report.failures(results)
+    if lost:
+        print("\n" + lost)
+    for sub in submissions:
+        for note in sub.notes + ([sub.problem] if sub.problem else []):
+            print(f"note: {report.display_name(sub.name)}: {safe_io.one_line(note, 500)}")
+    kept = len(book.rows) - len(book.fresh)
+    print(f"\nReports in {args.out}/: grades.csv ({len(book.rows)} row(s)"
+          + (f", {kept} from earlier runs, kept" if kept else "") + "), a JSON per "
+          "submission, feedback/ (Markdown and HTML per submission, summary.html) and "
+          "gradescope/ (results.json per submission)")
+    if stop.signum is not None:
+        return 128 + stop.signum
+    return 1 if any(sub.problem for sub in submissions) else 0

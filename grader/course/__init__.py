@@ -1,0 +1,1 @@
+"""Instructor-only tools, never shipped to students: stubs, the student kit, nbgrader, shards."""

@@ -1,0 +1,122 @@
+"""Scores back into nbgrader's gradebook and the course's gradebook.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+from pathlib import Path
+
+from grader.course.testcells import CellResult, CheckCell, Student, open_gradebook
+
+
+def _timestamp(folder: Path) -> dict:
+    """nbgrader's submission time, when the submission carries one."""
+    stamp = folder / "timestamp.txt"
+    return {"timestamp": stamp.read_text().strip()} if stamp.is_file() else {}
+
+
+def save_scores(course: Path, students: list[Student], assignments: list[str],
+                cells: dict[str, list[CheckCell]],
+                results: dict[tuple[str, str], list[CellResult]]
+                ) -> dict[str, dict[str, tuple[float, float]]]:
+    """Write the test cells' points into nbgrader's gradebook, as `nbgrader autograde`
+    would have; returns student -> assignment -> (score, max_score) read back from it."""
+    from nbgrader.api import InvalidEntry
+    from sqlalchemy.exc import SAWarning
+
+    scores: dict[str, dict[str, tuple[float, float]]] = {}
+    # nbgrader's add_submission makes SQLAlchemy warn about its own autoflush; noise.
+    with open_gradebook(course) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)
+        maxima = {a: float(gb.find_assignment(a).max_score) for a in assignments}
+        for s in students:
+            gb.update_or_create_student(s.name)
+            scores[s.name] = {a: (0.0, maxima[a]) for a in assignments}
+            for assignment, notebook in s.notebooks.items():
+                try:
+                    submission = gb.update_or_create_submission(
+                        assignment, s.name, **_timestamp(notebook.parent))
+                except (InvalidEntry, ValueError):  # a timestamp nbgrader cannot read
+                    submission = gb.update_or_create_submission(assignment, s.name)
+                for cell, result in zip(cells[assignment], results[s.name, assignment],
+                                        strict=True):
+                    grade = gb.find_grade(cell.grade_id, cell.notebook, assignment, s.name)
+                    grade.auto_score = result.points
+                    # A grader's manual score stays and wants a look, as nbgrader does it.
+                    grade.needs_manual_grade = grade.manual_score is not None
+                gb.db.commit()
+                scores[s.name][assignment] = (float(submission.score),
+                                              float(submission.max_score))
+    return scores
+
+
+def autograded_notebook(submitted: Path, cells: list[CheckCell], results: list[CellResult]) -> dict:
+    """The submitted notebook as formgrader shows it: no output of the student's, and each
+    test cell as released (hidden tests in) with what it printed here."""
+    notebook = json.loads(submitted.read_text())
+    by_id = {c.grade_id: (c, r) for c, r in zip(cells, results, strict=True)}
+    seen = set()
+    out_cells = []
+    for cell in notebook.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        grade_id = (meta.get("nbgrader") or {}).get("grade_id") if isinstance(
+            meta.get("nbgrader"), dict) else None
+        if grade_id in by_id and grade_id not in seen:
+            seen.add(grade_id)
+            out_cells.append(_test_output_cell(*by_id[grade_id], cell.get("id")))
+            continue
+        if cell.get("cell_type") == "code":
+            cell = {**cell, "outputs": [], "execution_count": None}
+        out_cells.append(cell)
+    out_cells += [_test_output_cell(c, r, None) for c, r in zip(cells, results, strict=True)
+                  if c.grade_id not in seen]  # a test cell the student deleted
+    return {**notebook, "cells": out_cells}
+
+
+def _test_output_cell(cell: CheckCell, result: CellResult, cell_id: str | None) -> dict:
+    outputs: list[dict] = []
+    if result.output:
+        outputs.append({"output_type": "stream", "name": "stdout", "text": result.output})
+    if result.error is not None:
+        outputs.append({"output_type": "error", "ename": "AssertionError",
+                        "evalue": result.error, "traceback": [result.error]})
+    return {"cell_type": "code", "id": cell_id or cell.grade_id, "execution_count": None,
+            "source": cell.source, "outputs": outputs,
+            "metadata": {"nbgrader": {"schema_version": 3, "grade": True, "solution": False,
+                                      "locked": True, "points": cell.points,
+                                      "grade_id": cell.grade_id}}}
+
+
+
+
+def write_gradebook(course: Path, assignments: list[str], students: list[str],
+                    nb: dict[str, dict[str, tuple[float, float]]]) -> Path:
+    """DIR/gradebook.csv: nbgrader's score per assignment, the kit's items, the totals."""
+    with open(course / "kit_grades" / "grades.csv", newline="") as f:
+        kit = {row["submission"]: row for row in csv.DictReader(f)}
+    # The kit's grades.csv also names each submission's report id and grading date.
+    items = [k for k in next(iter(kit.values()), {}) if k not in (
+        "submission", "id", "graded", "total", "max_total")]
+    header = ["student"]
+    for a in assignments:
+        header += [f"nbgrader:{a}", f"nbgrader:{a}:max"]
+    header += ["nbgrader_total", "nbgrader_max", *(f"kit:{i}" for i in items), "kit_total",
+               "kit_max", "total", "max_total"]
+    path = course / "gradebook.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for student in students:
+            scores = [nb.get(student, {}).get(a, (0.0, 0.0)) for a in assignments]
+            nb_total, nb_max = sum(s for s, _ in scores), sum(m for _, m in scores)
+            row = kit.get(student, {})
+            kit_total, kit_max = float(row.get("total") or 0), float(row.get("max_total") or 0)
+            writer.writerow([student, *[f"{x:g}" for pair in scores for x in pair],
+                             f"{nb_total:g}", f"{nb_max:g}", *(row.get(i, "") for i in items),
+                             f"{kit_total:g}", f"{kit_max:g}", f"{nb_total + kit_total:g}",
+                             f"{nb_max + kit_max:g}"])
+    return path

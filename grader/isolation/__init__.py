@@ -1,0 +1,1 @@
+"""Running a job confined: the sandbox, its jail, the GPU pool, the runner, kit integrity."""

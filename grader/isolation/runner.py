@@ -1,0 +1,188 @@
+"""Running one job of a submission in its own process, sandboxed, with a time limit.
+
+The worker runs from a throw-away copy of the submission, in a fresh session and process
+group, under grader/isolation/sandbox.py's confinement (a uid of its own, namespaces and resource
+limits, as far as the machine allows). When it ends or runs out of time, every process of
+the job is killed, and only then are its results copied, as plain files, to a folder the
+job never had access to: the grader reads them from there, through grader/safe_io.py.
+
+Every running job is registered here, so that `stop_all` (the grader's SIGINT and SIGTERM
+handler) kills them all at once (the sandbox's `kill`: process group, PID namespace and
+uid) and no new one starts after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from grader import safe_io
+from grader.isolation import gpus, probe, sandbox
+from grader.submissions import copy_submission
+from grader.worker import guard
+
+__all__ = ["WorkerRun", "copy_submission", "run_worker", "stop_all", "stopping"]
+
+OUTPUT_TAIL = 3000  # characters of the worker's output kept for the feedback
+STATUS_BYTES = 64 << 10  # worker.json
+INTERRUPTED = "the grading run was interrupted (SIGINT or SIGTERM) before this job ended"
+
+# The jobs running now: id(proc) -> (sandbox, process), for stop_all.
+_live: dict[int, tuple[sandbox.Sandbox, subprocess.Popen]] = {}
+_live_lock = threading.RLock()  # reentrant: stop_all may run in a signal handler
+_stopping = threading.Event()
+
+
+def stop_all() -> int:
+    """Kill every running job and refuse to start new ones (for SIGINT and SIGTERM);
+    returns how many jobs were killed. The threads waiting on them then return as usual,
+    and their temporary folders are removed by their owners."""
+    with _live_lock:
+        _stopping.set()
+        live = list(_live.values())
+    for box, proc in live:
+        box.kill(proc)
+    return len(live)
+
+
+def stopping() -> bool:
+    """Whether stop_all was called (results of jobs ending now are not to be trusted)."""
+    return _stopping.is_set()
+
+
+def reset() -> None:
+    """Start new jobs again (a new grading run in the same process)."""
+    _stopping.clear()
+
+
+@dataclass
+class WorkerRun:
+    outdir: Path  # the results, copied out of the job's reach once it ended
+    returncode: int | None
+    timed_out: bool
+    output_tail: str
+    backend: str | None
+    seconds: float  # wall-clock time of the worker
+
+    def stop_reason(self, limit: float) -> str:
+        """Why results may be missing, in words for the feedback."""
+        if self.returncode == STOPPED:
+            return INTERRUPTED
+        if self.timed_out:
+            return f"stopped after the {limit:g} s time limit"
+        if self.returncode == guard.GUARD_STATUS:
+            return (guard.stop_message(self.outdir)
+                    or "the grader stopped the submission: it did what graded code may not")
+        if self.returncode == sandbox.SETUP_FAILED:
+            return f"the grader could not start the sandbox: {self._last_line()}"
+        if self.returncode not in (0, None):
+            reason = f"the worker process died (exit status {self.returncode}): "
+            if self.returncode == -9:
+                reason += "killed (out of memory?); "
+            return reason + self._last_line()
+        if not (self.outdir / "done").exists():
+            return "the worker stopped early (the submission ended the process)"
+        return "the worker finished without producing it"
+
+    def _last_line(self) -> str:
+        tail = self.output_tail.strip().splitlines()[-1:] or ["no output"]
+        line = tail[0][:300]
+        if "MemoryError" in line:
+            line += f" (memory limit: {sandbox.limits_text(sandbox.current())})"
+        return line
+
+
+STOPPED = -1000  # WorkerRun.returncode of a job never started: the run is stopping
+
+
+_announced = threading.Event()
+
+
+def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
+               launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
+               extra_env: dict[str, str] | None = None,
+               inputs: dict[str, np.ndarray] | None = None) -> WorkerRun:
+    """Run `module` (of grader/worker/) on `job` inside workdir; the job's outdir is
+    created there. launcher goes before the interpreter (say, mpiexec's command: every
+    process it starts is confined and killed with the job alike); extra_env is added to
+    the clean environment; inputs (the case operands the grader built) are written into
+    the job's folder, where the worker reads them before it imports the submission."""
+    settings = sandbox.current()
+    caps = probe.capabilities(settings, on_gpu)
+    if not _announced.is_set():
+        _announced.set()
+        print(f"sandbox: {caps.describe(settings)}", file=sys.stderr)
+    workdir = Path(workdir).resolve()
+    outdir = workdir / "out"
+    outdir.mkdir(parents=True, exist_ok=True)
+    memory = (settings.memory_mb_gpu if on_gpu else settings.memory_mb_simulator
+              ) if caps.memory_limit else 0
+    job = {**job, "outdir": str(outdir),
+           "limits": {"memory_mb": memory, "processes": settings.processes,
+                      "file_mb": settings.file_mb}}
+    if not on_gpu and settings.thread_stack_kb:
+        job["thread_stack_kb"] = settings.thread_stack_kb
+    if inputs:
+        np.savez(workdir / "inputs.npz", **inputs)
+        job["inputs"] = "inputs.npz"
+    job_file = workdir / "job.json"
+    job_file.write_text(json.dumps(job))
+    cwd = Path(job["submission"]) if job.get("submission") else workdir
+    # -P: the working folder (the submission) is not put first on the path, where its
+    # modules would stand in for the kit's and the libraries'.
+    argv = [*launcher, sys.executable, "-P", "-m", module, str(job_file)]
+    timed_out = False
+    with sandbox.Sandbox(settings, caps, workdir, on_gpu) as box:
+        box.env.update(gpus.worker_env())  # the GPU this thread holds, if several
+        box.env.update(extra_env or {})
+        log_path = box.private / "output.log"
+        with open(log_path, "wb") as log:
+            start = time.perf_counter()
+            with _live_lock:
+                if _stopping.is_set():
+                    proc = None
+                else:
+                    proc = subprocess.Popen(box.command(argv, cwd), cwd=workdir, env=box.env,
+                                            stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    _live[id(proc)] = (box, proc)
+            if proc is None:
+                return WorkerRun(outdir, STOPPED, False, INTERRUPTED, None, 0.0)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                with _live_lock:
+                    _live.pop(id(proc), None)
+            box.kill(proc)  # also anything the submission left running in the background
+            proc.wait()
+            seconds = time.perf_counter() - start
+        results = box.collect(outdir, Path(tempfile.mkdtemp(
+            prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
+        text = _tail(log_path)
+    backend = None
+    try:
+        status = safe_io.read_json(results / "worker.json", STATUS_BYTES)
+        if isinstance(status, dict) and isinstance(status.get("backend"), str):
+            backend = safe_io.clean_text(status["backend"], 200)
+    except (OSError, ValueError):
+        backend = None
+    return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds)
+
+
+def _tail(path: Path) -> str:
+    """The end of the job's output, decoded and stripped of terminal control sequences."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - 4 * OUTPUT_TAIL))
+        text = safe_io.clean_text(f.read().decode(errors="replace"))
+    return text[-OUTPUT_TAIL:]

@@ -1,0 +1,1 @@
+"""A part's job -> isolation -> checks -> items (gemm, net, mpi): where points are given."""

@@ -1,0 +1,236 @@
+"""Part 1: grading the three GEMM kernels of a submission (correctness, then speed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.cases.gemm import (
+    GemmCase,
+    correctness_cases,
+    derived,
+    job_inputs,
+    perf_cases,
+    replayed_cases,
+)
+from grader.checks import anticheat
+from grader.checks.gemm import check_case, check_perf, error_text
+from grader.isolation import sanitizer
+from grader.isolation.runner import copy_submission, run_worker
+from grader.parts.common import all_or_nothing, failure_message, fresh_copy
+from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
+from grader.safe_io import collapse_repeats
+from grader.scoring import Config, geometric_mean, speed_share
+from grader.worker import CUBLAS, guard
+from nnkit.gemm import BONUS_KERNELS, KERNELS
+from nnkit.submission import NAMED
+from nnkit.timing import gemm_gflops
+
+
+class ReferenceError(RuntimeError):
+    """The solution or cuBLAS failed while being timed as the reference."""
+
+
+@dataclass
+class Reference:
+    """Best seconds per benchmark shape of each solution kernel and of cuBLAS, this run."""
+
+    seconds: dict[str, list[float]]
+
+
+def _job(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
+         config: Config, replay: list[int] = ()) -> dict:
+    """The job a worker gets: case descriptions (no values: those come as its inputs),
+    which cases it replays and the seed of its timed calls' factors."""
+    module, function = KERNELS[kernel] if kernel != CUBLAS else (CUBLAS, None)
+    return {
+        "submission": str(submission) if submission else None,
+        "module": module,
+        "function": function,
+        "cases": [c.to_json() for c in cases],
+        "perf": [c.to_json() for c in perf],
+        "repeats": config.repeats,
+        "warmup": config.warmup,
+        "replay": list(replay),
+        "perf_seed": perf_seed(config, kernel),
+    }
+
+
+def perf_seed(config: Config, kernel: str) -> int:
+    return derived(config.secret, "perf", kernel) % (2**31)
+
+
+def _limit(config: Config, on_gpu: bool) -> float:
+    return config.seconds_gpu if on_gpu else config.seconds_simulator
+
+
+def graded_kernels(config: Config) -> list[str]:
+    """The kernels a grading run covers by default: the bonus ones only where the config
+    turns the bonus on."""
+    return [k for k in KERNELS if config.bonus or k not in BONUS_KERNELS]
+
+
+def measure_reference(config: Config, workroot: Path) -> Reference:
+    """Time the solution's kernels and cuBLAS on the benchmark shapes (GPU only)."""
+    seconds: dict[str, list[float]] = {}
+    for kernel in [*graded_kernels(config), CUBLAS]:
+        workdir = workroot / "reference" / kernel
+        source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
+                                                               workdir / "submission")
+        job = _job(source, kernel, [], perf_cases(), config)
+        run = run_worker(job, workdir, _limit(config, True), on_gpu=True,
+                         inputs=job_inputs([], perf_cases(), config.secret))
+        outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu),
+                               config.secret, job["perf_seed"], own_code=kernel != CUBLAS)
+                    for n, c in enumerate(perf_cases())]
+        failed = [o for o in outcomes if o.seconds is None]
+        if failed:
+            raise ReferenceError(f"reference {kernel}: {failed[0].label}: {failed[0].message}")
+        seconds[kernel] = [o.seconds for o in outcomes]
+    return Reference(seconds)
+
+
+def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, on_gpu: bool,
+                 reference: Reference | None) -> list[ItemResult]:
+    """The correctness and performance items of one kernel."""
+    cases = correctness_cases(on_gpu, kernel)
+    perf = perf_cases() if on_gpu else []
+    workdir = workroot / kernel
+    copy = fresh_copy(workdir, submission)
+    replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
+    job = _job(copy, kernel, cases, perf, config, replay)
+    run = run_worker(job, workdir, _limit(config, on_gpu), on_gpu,
+                     inputs=job_inputs(cases, perf, config.secret))
+    stopped = run.stop_reason(_limit(config, on_gpu))
+    load_error = run.outdir / "load.err"
+    if load_error.exists():
+        stopped = "could not load the module: " + error_text(load_error)
+    outcomes = [check_case(c, run.outdir, n, stopped, config.findings_fail,
+                           previous=cases[n - 1] if c.reuse and n else None,
+                           secret=config.secret, replayed=n in replay)
+                for n, c in enumerate(cases)]
+    collapse_repeats(outcomes)  # an error text once per item, not once per case
+    correct = all(o.passed for o in outcomes)
+    stopped_by_guard = guard.stop_message(run.outdir)
+    item_id = f"gemm.{kernel}.correctness"
+    failures = [o for o in outcomes if not o.passed]
+    if stopped_by_guard:
+        correct = False
+        message = stopped_by_guard
+    elif correct:
+        message = (f"all {len(outcomes)} cases within the float32 error bound, computed by "
+                   f"the submission's kernels ({len(replay)} replayed)")
+    elif load_error.exists():
+        message = stopped
+    else:
+        message = failure_message(failures, len(outcomes))
+    # A library product where the GEMM must be hand-written: called (the worker's traps)
+    # or written in the source (the scan, here, of the submitted files themselves).
+    called = anticheat.read_hits(run.outdir)
+    written = anticheat.scan(submission, KERNELS[kernel][0])
+    figures = {"worker_seconds": round(run.seconds, 2)}
+    if called or (written and config.static_scan_fails):
+        correct = False
+        found = anticheat.summary(called or written)
+        message = (f"uses a library matrix product where the GEMM must be hand-written: "
+                   f"{found}" + (f"; {message}" if failures else ""))
+    elif written:
+        message += ("; note: the source names a library matrix product, not counted here: "
+                    + anticheat.summary(written))
+    if called or written:
+        figures["library_products"] = {"called": [f.describe() for f in called],
+                                       "in_source": [f.describe() for f in written]}
+    rules = anticheat.policy_verdict(copy, KERNELS[kernel][0], "gemm", config.policy)
+    if rules.found:
+        figures["policy"] = rules.found
+    if rules.failure:
+        correct, message = False, rules.failure + (f"; {message}" if not correct else "")
+    elif rules.note:
+        message += "; " + rules.note
+    checks = [{"case": o.label, "passed": o.passed, "message": o.message,
+               "worst_error_over_bound": o.worst_error_ratio} for o in outcomes]
+    if on_gpu and config.sanitizer_tools and not load_error.exists():
+        reports, note = sanitizer_reports(kernel, submission, workroot, config, on_gpu)
+        correct, message = apply_sanitizer(reports, note, correct, message, config, checks,
+                                           figures)
+    correctness = all_or_nothing(item_id, config, correct, message, checks=checks,
+                                 figures=figures)
+    return [correctness, performance_item(kernel, correct, run, perf, config, reference)]
+
+
+def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Config,
+                      on_gpu: bool) -> tuple[list[sanitizer.Report], str]:
+    """The kernel's small cases under each configured compute-sanitizer tool, each in a
+    worker of its own; the reports, or why none was made."""
+    executable = sanitizer.find(config.sanitizer_path)
+    if executable is None:
+        return [], ("compute-sanitizer not found ([checks] gpu_sanitizer_path in the "
+                    "config): not run")
+    reports = []
+    for tool in config.sanitizer_tools:
+        workdir = workroot / f"{kernel}-{tool}"
+        copy = fresh_copy(workdir, submission)
+        run = run_worker(_job(copy, kernel, sanitizer.cases(), [], config), workdir,
+                         config.seconds_sanitizer, on_gpu,
+                         launcher=sanitizer.launcher(executable, tool),
+                         inputs=job_inputs(sanitizer.cases(), [], config.secret))
+        reports.append(sanitizer.parse(tool, run.output_tail, run.returncode))
+    return reports, ""
+
+
+def apply_sanitizer(reports: list[sanitizer.Report], note: str, correct: bool, message: str,
+                    config: Config, checks: list[dict], figures: dict) -> tuple[bool, str]:
+    """Fold compute-sanitizer reports into a correctness item: a check each, in the
+    figures, and, where the config says so, a failed item for any finding."""
+    for report in reports:
+        checks.append({"case": f"compute-sanitizer {report.tool}", "passed": report.clean,
+                       "message": report.describe()})
+    figures["sanitizer"] = [r.describe() for r in reports] or [note]
+    found = [r for r in reports if not r.clean]
+    if note:
+        return correct, f"{message}; {note}"
+    if not found:
+        return correct, f"{message}; compute-sanitizer: no findings"
+    said = "; ".join(r.describe() for r in found)
+    if config.sanitizer_findings_fail:
+        return False, said + ("" if correct else f"; {message}")
+    return correct, f"{message}; note, not counted here: {said}"
+
+
+def performance_item(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
+                 reference: Reference | None) -> ItemResult:
+    item_id = f"gemm.{kernel}.performance"
+    title, max_points = config.title(item_id), config.points(item_id)
+    if reference is None:
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED,
+                          "not graded (no GPU): performance is graded on a GPU only")
+    if not correct:
+        return ItemResult(item_id, title, max_points, 0.0, FAIL,
+                          "not timed: the kernel must pass its correctness item first")
+    stopped = run.stop_reason(config.seconds_gpu)
+    outcomes = [check_perf(c, run.outdir, n, stopped, config.secret, perf_seed(config, kernel))
+                for n, c in enumerate(perf)]
+    broken = [o for o in outcomes if o.seconds is None]
+    if broken:
+        return ItemResult(item_id, title, max_points, 0.0, FAIL,
+                          f"{broken[0].label}: {broken[0].message}")
+    checks, ratios = [], []
+    for n, (case, outcome) in enumerate(zip(perf, outcomes, strict=True)):
+        t_sol, t_blas = reference.seconds[kernel][n], reference.seconds[CUBLAS][n]
+        ratios.append(outcome.seconds / t_sol)
+        checks.append({
+            "case": case.label(),
+            "seconds": outcome.seconds,
+            "gflops": gemm_gflops(case.M, case.N, case.K, outcome.seconds),
+            "solution_gflops": gemm_gflops(case.M, case.N, case.K, t_sol),
+            "cublas_gflops": gemm_gflops(case.M, case.N, case.K, t_blas),
+            "time_over_solution": outcome.seconds / t_sol,
+            "share_of_cublas": t_blas / outcome.seconds,
+        })
+    ratio = geometric_mean(ratios)
+    share = speed_share(ratio, config.full_at, config.zero_at)
+    status = PASS if share == 1.0 else (FAIL if share == 0.0 else PARTIAL)
+    message = (f"time / solution's time = {ratio:.2f} (geometric mean over "
+               f"{len(perf)} shapes): {share:.0%} of the points")
+    return ItemResult(item_id, title, max_points, round(share * max_points, 2), status, message,
+                      checks=checks, figures={"time_over_solution": ratio})

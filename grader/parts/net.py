@@ -1,0 +1,273 @@
+"""Part 2: grading the network functions and GPU training against the CPU reference."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from grader import safe_io
+from grader.cases.gemm import derived, replayed_cases
+from grader.cases.net import (
+    BACKPROP_MODULE,
+    FUNCTIONS,
+    ITEMS,
+    KERNELS_MODULE,
+    job_inputs,
+    unit_cases,
+)
+from grader.checks import anticheat
+from grader.checks.gemm import NOT_REPRODUCED, error_text
+from grader.checks.net import AGREEMENT_TOL, check_unit, relative_norms
+from grader.isolation.runner import run_worker
+from grader.parts.common import all_or_nothing, check_rows, failure_message, fresh_copy
+from grader.results import ItemResult
+from grader.safe_io import collapse_repeats
+from grader.scoring import Config
+from grader.worker import guard
+from nnkit import dataset, network
+from nnkit.mnist import FILES, MnistFormatError, default_dir
+from nnkit.training import ReferenceRunner, TrainConfig, train
+
+ACCURACY_TOL = 0.005  # validation accuracy within 0.5 percentage points of the reference
+
+# CME 213's grading modes: hidden 100, batch 800, lambda 1e-4; (learning rate, epochs).
+MNIST_MODES = [(0.0005, 40), (0.001, 10), (0.002, 1)]
+# The simulator's reduced configuration: 90 images of the shipped sample pooled to 7x7
+# pixels (81 to train, 9 to validate), hidden 8, batch 20 (so the last batch of an epoch
+# holds a single image), lambda 1e-3.
+SIMULATOR_MODES = [(0.5, 2), (0.1, 1)]
+
+
+@dataclass
+class TrainingPlan:
+    data: dict  # arguments of nnkit.dataset.load
+    modes: list[dict]  # TrainConfig fields
+    description: str
+
+
+def _mnist_present() -> bool:
+    return all((default_dir() / name).is_file() for name in FILES.values())
+
+
+def training_plan(on_gpu: bool) -> TrainingPlan:
+    if on_gpu and _mnist_present():
+        # Absolute: the worker runs from the submission's working copy.
+        data = {"source": str(default_dir().resolve()), "val_fraction": 0.1, "seed": 0, "pool": 1,
+                "limit": None}
+        modes = [{"hidden": [100], "batch": 800, "epochs": e, "lr": lr, "lam": 1e-4,
+                  "loss": "ce", "seed": 0} for lr, e in MNIST_MODES]
+        return TrainingPlan(data, modes, "MNIST, 784-100-10, batch 800, lambda 1e-4, "
+                                         "rate/epochs 0.0005/40, 0.001/10, 0.002/1")
+    data = {"source": dataset.SAMPLE, "val_fraction": 0.1, "seed": 0, "pool": 4, "limit": 90}
+    modes = [{"hidden": [8], "batch": 20, "epochs": e, "lr": lr, "lam": 1e-3, "loss": "ce",
+              "seed": 0} for lr, e in SIMULATOR_MODES]
+    why = "no GPU" if not on_gpu else "MNIST not found (run `make data`)"
+    return TrainingPlan(data, modes, f"reduced configuration ({why}): 81 sample images "
+                                     "pooled to 7x7, 49-8-10, batch 20, lambda 1e-3, "
+                                     "rate/epochs 0.5/2, 0.1/1")
+
+
+@dataclass
+class ReferenceTraining:
+    plan: TrainingPlan
+    data: dataset.Dataset
+    params: list[network.Params]  # final float32 parameters per mode
+    val_accuracy: list[float]
+
+
+def train_reference(plan: TrainingPlan) -> ReferenceTraining:
+    """The CPU reference from the same initial parameters and batches as the submissions
+    get: the oracle of the agreement check.
+
+    It runs in float32, like the GPU run, as in CME 213 (float on both sides). Against a
+    float64 run, float32's own rounding of every update p - lr * g accumulates: after
+    CME 213's 40 epochs (2,720 steps) the solution's W1 differed by 1.1e-4, relative
+    max-norm, from float64 training (measured on an H200), over the 1e-4 criterion."""
+    data = dataset.load(**plan.data)
+    finals, accuracies = [], []
+    for mode in plan.modes:
+        config = TrainConfig(**{**mode, "hidden": tuple(mode["hidden"])})
+        params = network.glorot_uniform(config.sizes(data.features), config.seed)
+        runner = ReferenceRunner(params, config)
+        train(runner, data, config, evaluate=False)
+        finals.append(runner.params())
+        accuracies.append(network.accuracy(finals[-1], data.val.images, data.val.labels))
+    return ReferenceTraining(plan, data, finals, accuracies)
+
+
+def _limit(config: Config, on_gpu: bool) -> float:
+    return config.seconds_gpu if on_gpu else config.seconds_simulator
+
+
+def grade_units(submission: Path, workroot: Path, config: Config,
+                on_gpu: bool) -> list[ItemResult]:
+    """One item per group of functions; an item passes when all its cases pass."""
+    cases = unit_cases(on_gpu)
+    workdir = workroot / "net_units"
+    copy = fresh_copy(workdir, submission)
+    replay = _replayed(cases, on_gpu, config)
+    run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
+                      "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
+                     inputs=job_inputs(cases, config.secret))
+    stopped = run.stop_reason(_limit(config, on_gpu))
+    outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail, config.secret,
+                           n in replay)
+                for n, c in enumerate(cases)]
+    stopped_by_guard = guard.stop_message(run.outdir)
+    rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
+             for module in (KERNELS_MODULE, BACKPROP_MODULE)}
+    items = []
+    for item_id in ITEMS:
+        mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
+        collapse_repeats(mine)  # an error text once per item, not once per case
+        failures = [o for o in mine if not o.passed]
+        verdict = rules[BACKPROP_MODULE if item_id in BACKPROP_ITEMS else KERNELS_MODULE]
+        problem = stopped_by_guard or verdict.failure
+        ok = not failures and not problem
+        message = problem or (f"all {len(mine)} cases within tolerance" if ok else
+                              failure_message(failures, len(mine)))
+        if verdict.note:
+            message += "; " + verdict.note
+        items.append(all_or_nothing(item_id, config, ok, message, checks=check_rows(mine),
+                                    figures={"worker_seconds": round(run.seconds, 2)}))
+    return items
+
+
+def _replayed(cases: list[dict], on_gpu: bool, config: Config) -> list[int]:
+    """Unit cases whose launches are replayed: on a GPU all; in the simulator, per
+    function, the number replayed_cases() picks from a seed no job sees."""
+    chosen = []
+    for name in FUNCTIONS:
+        mine = [n for n, c in enumerate(cases) if c["function"] == name]
+        picks = replayed_cases(len(mine), on_gpu, derived(config.secret, "net", name))
+        chosen += [mine[i] for i in picks]
+    return sorted(chosen)
+
+
+# Items whose functions live in net_2_backprop.py (the policy is checked per module).
+BACKPROP_ITEMS = ("net.sgd", "net.forward", "net.backward")
+AUDITED_CALLS = 3  # training calls of each function recorded in full and replayed
+REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
+
+
+def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: bool,
+                   reference: ReferenceTraining) -> list[ItemResult]:
+    """Agreement of the trained parameters with the reference, and validation accuracy."""
+    plan = reference.plan
+    workdir = workroot / "net_train"
+    copy = fresh_copy(workdir, submission)
+    steps = _steps(plan)
+    rng = np.random.default_rng(derived(config.secret, "net", "audit"))
+    audit = sorted({0, *(int(x) for x in rng.integers(0, max(steps, 1), AUDITED_CALLS - 1))})
+    run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
+                      "modes": plan.modes, "audit_calls": audit}, workdir,
+                     _limit(config, on_gpu), on_gpu)
+    stopped_by_guard = guard.stop_message(run.outdir)
+    stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
+    rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
+    agree_checks, acc_checks = [], []
+    figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
+                     "tolerance": AGREEMENT_TOL, "configuration": plan.description}
+    for m, (mode, ref_params, ref_acc) in enumerate(
+            zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
+        name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
+        got, problem = _load_params(run.outdir, m, ref_params, stopped)
+        problem = (rules.failure or stopped_by_guard or problem
+                   or _audit_problem(run.outdir, m))
+        if problem:
+            agree_checks.append({"case": name, "passed": False, "message": problem})
+            acc_checks.append({"case": name, "passed": False, "message": problem})
+            continue
+        worst, parts = 0.0, []
+        for key, ref in ref_params.named().items():
+            rel_max, rel_l2 = relative_norms(got[key], ref)
+            figures["relative_max_norm"][f"{key} ({name})"] = rel_max
+            figures["relative_l2_norm"][f"{key} ({name})"] = rel_l2
+            worst = max(worst, rel_max)
+            parts.append(f"{key} {rel_max:.1e}/{rel_l2:.1e}")
+        ok = worst <= AGREEMENT_TOL
+        agree_checks.append({"case": name, "passed": ok, "worst_relative_max_norm": worst,
+                             "message": "relative max-norm/L2 of the difference: "
+                                        + ", ".join(parts)})
+        acc = network.accuracy(network.Params.from_named(got),
+                               reference.data.val.images.astype(np.float32),
+                               reference.data.val.labels)
+        acc_ok = abs(acc - ref_acc) <= ACCURACY_TOL + 1e-12
+        acc_checks.append({"case": name, "passed": acc_ok, "validation_accuracy": acc,
+                           "reference_accuracy": ref_acc,
+                           "message": f"validation accuracy {acc:.2%}, reference {ref_acc:.2%}"})
+    return [_training_item("net.agreement", config, agree_checks, figures, plan.description),
+            _training_item("net.accuracy", config, acc_checks, {}, plan.description)]
+
+
+def _steps(plan: TrainingPlan) -> int:
+    """Minibatch steps of the shortest training mode (audited calls are drawn below it)."""
+    rows = plan.data.get("limit") or 54000
+    rows = int(rows * (1 - plan.data.get("val_fraction", 0.1)))
+    return min(max(1, -(-rows // m["batch"])) * m["epochs"] for m in plan.modes)
+
+
+def _audit_problem(outdir: Path, m: int) -> str | None:
+    """Did every training call launch the submission's kernels, and did the calls
+    recorded in full replay to the same outputs?"""
+    try:
+        raw = safe_io.read_json(outdir / f"train-{m}.json", 4 << 20)
+        silent, audits = raw["silent"], raw["audits"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no record of the training calls"
+    for name, count in silent.items():
+        if count:
+            return (f"{count} call(s) of {name}() launched none of the submission's kernels: "
+                    "training must run on your kernels")
+    if not audits:
+        return "no training call was recorded in full"
+    for entry in audits:
+        if entry.get("missing") or not entry.get("worst_relative_difference", 0) <= REPLAY_TOL:
+            return NOT_REPRODUCED.format(
+                why=f"call {entry.get('call')} of {entry.get('function')}(): "
+                    f"{entry.get('missing')} output(s) not in memory its kernels touched, "
+                    f"largest relative difference {entry.get('worst_relative_difference')}")
+    return None
+
+
+def _load_params(outdir: Path, m: int, ref: network.Params,
+                 stopped: str) -> tuple[dict, str | None]:
+    err_file, npz_file = outdir / f"train-{m}.err", outdir / f"train-{m}.npz"
+    if os.path.lexists(err_file):
+        return {}, "training raised " + error_text(err_file)
+    if not os.path.lexists(npz_file):
+        return {}, f"no parameters ({stopped})"
+    named = ref.named()
+    try:
+        got = safe_io.load_npz(npz_file, names=set(named), max_members=len(named),
+                               max_bytes=safe_io.npz_cap(safe_io.nbytes(*named.values())))
+    except (OSError, ValueError) as err:
+        return {}, f"unreadable parameters ({safe_io.clean_text(err, 300)})"
+    for key, value in ref.named().items():
+        if key not in got:
+            return {}, f"parameter {key} missing"
+        if got[key].shape != value.shape or got[key].dtype != np.float32:
+            return {}, (f"{key} came back as {got[key].dtype}{got[key].shape}, expected "
+                        f"float32{value.shape}")
+        if not np.isfinite(got[key]).all():
+            return {}, f"{key} holds NaN or infinity after training"
+    return got, None
+
+
+def _training_item(item_id: str, config: Config, checks: list[dict], figures: dict,
+                   description: str) -> ItemResult:
+    failures = [c for c in checks if not c["passed"]]
+    ok = not failures
+    message = (f"all {len(checks)} modes agree ({description})" if ok else
+               failure_message(failures, len(checks), "modes"))
+    return all_or_nothing(item_id, config, ok, message, checks=checks, figures=figures)
+
+
+def reference_or_error(on_gpu: bool) -> ReferenceTraining:
+    try:
+        return train_reference(training_plan(on_gpu))
+    except MnistFormatError as err:
+        raise RuntimeError(f"cannot train the reference: {err}") from None

@@ -1,0 +1,171 @@
+"""A class summary of a grading run: totals, their spread and each item's pass rate.
+
+`summarize` computes the figures from the result dicts (SubmissionResult.to_json());
+`write_summary` writes them as summary.md and summary.html with a histogram of the totals.
+An item's pass rate is the share of submissions with full points on it among those where
+it was graded; submissions where it was not graded (no GPU, say) leave it out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from urllib.parse import quote
+
+from matplotlib.figure import Figure
+
+from grader.reports.htmlpage import html_page, html_table
+from grader.reports.markdown import md_table
+from grader.reports.reading import normalize
+from grader.reports.text import esc, md_inline
+
+HISTOGRAM = "summary_totals.png"
+
+
+def _stats(values: list[float]) -> dict:
+    if not values:
+        return {"mean": None, "median": None, "min": None, "max": None}
+    return {"mean": statistics.fmean(values), "median": statistics.median(values),
+            "min": min(values), "max": max(values)}
+
+
+def _item_rates(results: list[dict]) -> list[dict]:
+    """Per item id, first seen first: how many graded it, how many got full points."""
+    rows: dict[str, dict] = {}
+    for result in results:
+        for it in result["items"]:
+            row = rows.setdefault(it["id"], {"id": it["id"], "title": it["title"],
+                                             "max_points": it["max_points"], "graded": 0,
+                                             "full": 0, "points": []})
+            if it["points"] is None:
+                continue
+            row["graded"] += 1
+            row["full"] += it["points"] >= it["max_points"]
+            row["points"].append(it["points"])
+    for row in rows.values():
+        row["pass_rate"] = row["full"] / row["graded"] if row["graded"] else None
+        row["mean_points"] = statistics.fmean(row.pop("points")) if row["graded"] else None
+    return list(rows.values())
+
+
+def summarize(results: list[dict]) -> dict:
+    """The class figures: per submission (name, total, max_total, percent: None when
+    nothing was graded), statistics of the totals in points and in percent of max_total,
+    and per item its pass rate (None where no submission had it graded)."""
+    data = [normalize(r) for r in results]
+    subs = [{"name": d["name"], "id": d["id"], "total": d["total"], "max_total": d["max_total"],
+             "percent": 100 * d["total"] / d["max_total"] if d["max_total"] > 0 else None}
+            for d in data]
+    percents = [s["percent"] for s in subs if s["percent"] is not None]
+    return {"count": len(subs), "submissions": subs,
+            "points": _stats([s["total"] for s in subs]), "percent": _stats(percents),
+            "items": _item_rates(data)}
+
+
+def _histogram(percents: list[float], path: Path) -> None:
+    fig = Figure(figsize=(7.0, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    # Eleven bins so that a perfect score has its own bar, not one shared with 90%.
+    edges = [*range(0, 101, 10), 110]
+    ax.hist([min(p, 100.0) for p in percents], bins=edges, color="#1f77b4",
+            edgecolor="white")
+    ax.set_xticks([5 + e for e in edges[:-1]],
+                  [f"{e}–{e + 10}" if e < 100 else "100" for e in edges[:-1]], fontsize=8)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("total, % of the points graded")
+    ax.set_ylabel("submissions")
+    ax.set_title(f"Totals of {len(percents)} submission(s)", fontsize=10)
+    fig.savefig(path, dpi=100)
+
+
+def _fmt(value: float | None, suffix: str = "", spec: str = ".1f") -> str:
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _stats_rows(summary: dict) -> list[list[str]]:
+    return [[name, _fmt(summary["points"][key], "", "g"), _fmt(summary["percent"][key], "%")]
+            for name, key in (("mean", "mean"), ("median", "median"), ("min", "min"),
+                              ("max", "max"))]
+
+
+def _item_rows(summary: dict) -> list[list[str]]:
+    return [[row["title"], row["id"], f"{row['graded']}", f"{row['full']}",
+             _fmt(None if row["pass_rate"] is None else 100 * row["pass_rate"], "%", ".0f"),
+             f"{_fmt(row['mean_points'], '', '.2f')} / {row['max_points']:g}"]
+            for row in summary["items"]]
+
+
+_ITEM_HEADERS = ["item", "id", "graded", "full points", "pass rate", "mean points"]
+_SUB_HEADERS = ["submission", "total", "max", "%"]
+
+
+def _sub_rows(summary: dict) -> list[list[str]]:
+    return [[s["name"], f"{s['total']:g}", f"{s['max_total']:g}", _fmt(s["percent"], "%")]
+            for s in summary["submissions"]]
+
+
+def _markdown(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
+    out = ["# Class summary", "", f"{summary['count']} submission(s).", ""]
+    out += ["## Totals", "", md_table(["", "points", "% of graded"], _stats_rows(summary),
+                                      {1, 2}), ""]
+    if plot:
+        out += [f"![Histogram of totals]({quote(plot)})", ""]
+    out += ["## Items", "", "Pass rate: share of submissions with full points on the item, "
+            "among those where it was graded.", "",
+            md_table(_ITEM_HEADERS, [[md_inline(c) for c in r] for r in _item_rows(summary)],
+                     {2, 3, 4, 5}), ""]
+    rows = []
+    for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
+        cells = [md_inline(c) for c in r]
+        if s["id"] in feedback:
+            cells[0] = f"[{cells[0]}]({quote(feedback[s['id']])})"
+        rows.append(cells)
+    out += ["## Submissions", "", md_table(_SUB_HEADERS, rows, {1, 2, 3}), ""]
+    return "\n".join(out)
+
+
+def _html(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
+    out = ["<h1>Class summary</h1>", f"<p class=meta>{summary['count']} submission(s).</p>",
+           "<h2>Totals</h2>",
+           html_table(["", "points", "% of graded"], _stats_rows(summary), {1, 2})]
+    if plot:
+        out.append(f'<figure><img src="{quote(plot)}" alt="Histogram of totals">'
+                   "<figcaption>Totals as a percentage of the points graded</figcaption>"
+                   "</figure>")
+    out += ["<h2>Items</h2>",
+            "<p>Pass rate: share of submissions with full points on the item, among those "
+            "where it was graded.</p>",
+            html_table(_ITEM_HEADERS, _item_rows(summary), {2, 3, 4, 5})]
+    rows = []
+    for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
+        link = feedback.get(s["id"])
+        r[0] = f'<a href="{quote(link)}">{esc(r[0])}</a>' if link else esc(r[0])
+        rows.append(r)
+    out += ["<h2>Submissions</h2>", html_table(_SUB_HEADERS, rows, {1, 2, 3}, raw={0})]
+    return html_page("Class summary", "\n".join(out))
+
+
+def write_summary(results: list[dict], out_dir: Path) -> Path:
+    """Write summary.md, summary.html and the histogram summary_totals.png (when any
+    submission had points graded) to `out_dir`; return the path of summary.html.
+
+    Submissions whose feedback report `<id>.html` (write_feedback) is already in
+    `out_dir` are linked to it.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = summarize(results)
+    percents = [s["percent"] for s in summary["submissions"] if s["percent"] is not None]
+    plot_path = out_dir / HISTOGRAM
+    plot_path.unlink(missing_ok=True)
+    plot = None
+    if percents:
+        _histogram(percents, plot_path)
+        plot = plot_path.name
+    ids = [s["id"] for s in summary["submissions"]]  # report.safe_name: never "summary"
+    html_links = {i: f"{i}.html" for i in ids if (out_dir / f"{i}.html").exists()}
+    md_links = {i: f"{i}.md" for i in ids if (out_dir / f"{i}.md").exists()}
+    (out_dir / "summary.md").write_text(_markdown(summary, plot, md_links), encoding="utf-8")
+    html_path = out_dir / "summary.html"
+    html_path.write_text(_html(summary, plot, html_links), encoding="utf-8")
+    return html_path
