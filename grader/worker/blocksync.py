@@ -11,8 +11,8 @@ opens once every live thread of the block has reached it, threads that have retu
 longer counted, an exception in one thread aborting the others at their next barrier,
 the first exception raised to the launcher) and replaces only the waiting: the threads
 count themselves in and out under one lock, each waits at the barrier on a lock of its
-own, the last to arrive lets them through, and the launching thread sleeps in join()
-until the block ends.
+own, the last to arrive lets them through (each woken thread waking the next), and the
+launching thread sleeps on one lock until the block's last thread returns.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ class _Block:
         self.live = len(threads)  # threads that have not returned
         self.waiting: list[Any] = []  # of those, the ones held at the barrier
         self.failed: Any = None  # the first thread that raised
+        self.done = threading.Lock()  # held until the last thread has returned
+        self.done.acquire()
 
     def release_if_all_wait(self) -> list[Any]:
         """With lock held: the threads to let through when every live thread waits."""
@@ -37,6 +39,10 @@ class _Block:
             released, self.waiting = self.waiting, []
             return released
         return []
+
+
+# (class, attribute, the simulator's own function) for uninstall(), once installed.
+_originals: list[tuple[type, str, Any]] = []
 
 
 def install() -> bool:
@@ -49,11 +55,22 @@ def install() -> bool:
     manager, thread = getattr(kernel, "BlockManager", None), getattr(kernel, "BlockThread", None)
     if manager is None or thread is None or not hasattr(thread, "syncthreads"):
         return False
+    if _originals:
+        return True
     original_thread_run = thread.run
 
-    # Each thread waits at a barrier on a lock of its own (held while it runs), which the
-    # thread that completes the barrier releases: a wake-up costs one lock, with no
-    # shared lock for a thousand woken threads to queue on.
+    # Each thread waits at a barrier on a lock of its own (held while it runs). The thread
+    # that completes the barrier wakes the first waiter, and each woken thread wakes the
+    # next before it goes on: a thousand wake-ups are spread over the threads instead of
+    # queueing behind one thread that holds the interpreter lock.
+    def wake_chain(released: list[Any], exclude: Any = None) -> None:
+        chain = [t for t in released if t is not exclude]
+        if not chain:
+            return
+        for this, following in zip(chain, chain[1:] + [None], strict=True):
+            this._blocksync_next = following
+        chain[0]._blocksync_gate.release()
+
     def thread_run(self: Any) -> None:
         block: _Block = self._manager._blocksync
         try:
@@ -68,8 +85,10 @@ def install() -> bool:
                     released, block.waiting = block.waiting, []
                 else:
                     released = block.release_if_all_wait()
-            for other in released:
-                other._blocksync_gate.release()
+                last = block.live == 0
+            if last:
+                block.done.release()
+            wake_chain(released)
 
     def syncthreads(self: Any) -> None:
         block: _Block = self._manager._blocksync
@@ -79,11 +98,12 @@ def install() -> bool:
             block.waiting.append(self)
             released = block.release_if_all_wait()
         if released:
-            for other in released:
-                if other is not self:
-                    other._blocksync_gate.release()
+            wake_chain(released, exclude=self)
         else:
             self._blocksync_gate.acquire()
+            following, self._blocksync_next = self._blocksync_next, None
+            if following is not None:
+                following._blocksync_gate.release()
         if self.abort:
             raise RuntimeError("abort flag set on syncthreads clear")
 
@@ -98,6 +118,7 @@ def install() -> bool:
         for t in threads:
             t._blocksync_gate = threading.Lock()
             t._blocksync_gate.acquire()
+            t._blocksync_next = None
         block = self._blocksync = _Block(threads)
         started = []
         try:
@@ -110,16 +131,22 @@ def install() -> bool:
                 for t in threads:
                     t.abort = True
                 released, block.waiting = block.waiting, []
-            for t in released:
-                t._blocksync_gate.release()
+            wake_chain(released)
             raise
-        for t in started:
-            t.join()
+        block.done.acquire()  # one wait for the whole block, not a join per thread
         failed = block.failed
         if failed is not None:
             raise failed.exception[0].with_traceback(failed.exception[1])
 
-    thread.run = thread_run
-    thread.syncthreads = syncthreads
-    manager.run = run
+    for owner, name, new in ((thread, "run", thread_run), (thread, "syncthreads", syncthreads),
+                             (manager, "run", run)):
+        _originals.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, new)
     return True
+
+
+def uninstall() -> None:
+    """Give the simulator its own functions back (for tests; the worker never does)."""
+    while _originals:
+        owner, name, original = _originals.pop()
+        setattr(owner, name, original)
