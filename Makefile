@@ -18,7 +18,7 @@ OUT ?= grades
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 COURSE ?= build/course
 
-.PHONY: help grade check test lint starter data train bench-gemm bench-train clean distclean
+.PHONY: help grade check test test-all lint starter data train bench-gemm bench-train clean distclean
 .PHONY: train-mpi bench-mpi bench tune
 .PHONY: dist-student release sample-class autograde
 
@@ -26,7 +26,8 @@ help:
 	@echo "make grade       grade the bundled example submissions (or SUBMISSIONS='dir ...')"
 	@echo "make check       grade your own starter/ and show every check"
 	@echo "                 (PART=gemm KERNEL=naive, PART=net, FUNCTION=scatter_batch: only those)"
-	@echo "make test        the kit's test suite (CPU only; GPU tests run where a GPU is)"
+	@echo "make test        the kit's test suite less its slow tests (GPU tests run where a GPU is)"
+	@echo "make test-all    every test, the slow ones too (MARK=gemm|net|mpi: one part's)"
 	@echo "make data        fetch MNIST (MNIST_SRC=<folder or URL> to use a local copy)"
 	@echo "make train       train the network (IMPL=reference|solution|starter|dir, ARGS=...)"
 	@echo "make bench-gemm  GEMM kernels against cuBLAS, their resources, a plot (GPU; ARGS=--sweep-v4)"
@@ -65,8 +66,14 @@ check: $(SETUP)
 	    --details --jobs $(JOBS) $(if $(PART),--parts $(PART)) \
 	    $(if $(KERNEL),--kernels $(KERNEL)) $(if $(FUNCTION),--function $(FUNCTION))
 
+# `make test` leaves out tests marked slow (full sweeps, kept in reduced form here);
+# `make test-all` runs everything, MARK= narrows it to one part's tests.
 test: $(SETUP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m ruff check .
+
+test-all: $(SETUP)
+	$(PY) -m pytest -q $(if $(MARK),-m "$(MARK)")
 	$(PY) -m ruff check .
 
 lint: $(SETUP)

@@ -18,33 +18,42 @@ CORRECTNESS = ["gemm.naive.correctness", "gemm.shared.correctness", "gemm.regist
 BUGS = Path(__file__).parent / "bugs"
 
 
-@pytest.fixture(scope="module")
-def bundled(tmp_path_factory):
-    """One grading run over the default set: solution, starter and the example bugs, on
-    Parts 1 and 2. (Part 3 grades the MPI modules with the kit's own network, which these
-    bugs do not touch; tests/test_mpi_grader.py grades it for the solution, the starter
-    and the MPI bugs. Leaving it out here saves some three minutes of `make test`.)"""
-    out = tmp_path_factory.mktemp("grades")
-    result = run_kit("grader", "--parts", "gemm,net", "--out", str(out), "--jobs", "2",
-                     timeout=1800)
+def _grade_set(out, *submissions):
+    result = run_kit("grader", *submissions, "--parts", "gemm,net", "--out", str(out),
+                     "--jobs", "2", timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     return out, result.stdout, reports
+
+
+@pytest.fixture(scope="module")
+def graded_pair(tmp_path_factory):
+    """The solution and the starter on Parts 1 and 2: what `make test` grades end to end.
+    (Part 3 grades the MPI modules with the kit's own network; tests/test_mpi_grader.py
+    grades it for the solution, the starter and the MPI bugs.)"""
+    return _grade_set(tmp_path_factory.mktemp("grades"), "solution", "starter")
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    """One grading run over the default set: solution, starter and the example bugs, on
+    Parts 1 and 2 (slow: five more submissions, each with its three GEMM kernels)."""
+    return _grade_set(tmp_path_factory.mktemp("bundled"))
 
 
 def _points(report, item_id):
     return next(i for i in report["items"] if i["id"] == item_id)["points"]
 
 
-def test_solution_gets_every_correctness_point(bundled):
-    _, _, reports = bundled
+def test_solution_gets_every_correctness_point(graded_pair):
+    _, _, reports = graded_pair
     for item in CORRECTNESS:
         item_result = next(i for i in reports["solution"]["items"] if i["id"] == item)
         assert item_result["points"] == item_result["max_points"] > 0, item_result["message"]
 
 
-def test_starter_gets_zero_without_crashing(bundled):
-    _, _, reports = bundled
+def test_starter_gets_zero_without_crashing(graded_pair):
+    _, _, reports = graded_pair
     for item in CORRECTNESS:
         assert _points(reports["starter"], item) == 0
         message = next(i for i in reports["starter"]["items"] if i["id"] == item)["message"]
@@ -60,6 +69,7 @@ def _assert_loses_its_items(report, spec):
     assert lost, "a bug that loses nothing tests nothing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
 def test_each_bundled_bug_loses_exactly_its_items(bundled, spec):
     _assert_loses_its_items(bundled[2][spec.name], spec)
@@ -79,6 +89,7 @@ def network_bugs(tmp_path_factory):
     return _grade_bugs(tmp_path_factory, BUGS / "net", "--parts", "net")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", all_specs(BUGS / "net"), ids=lambda s: s.name)
 def test_each_network_bug_loses_exactly_its_items(network_bugs, spec):
     _assert_loses_its_items(network_bugs[spec.name], spec)
@@ -95,6 +106,7 @@ def checker_bugs(tmp_path_factory):
             **_grade_bugs(tmp_path_factory, checker / "net", "--parts", "net")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", all_specs(BUGS / "checker" / "gemm")
                          + all_specs(BUGS / "checker" / "net"), ids=lambda s: s.name)
 def test_bugs_only_the_checker_sees_are_caught(checker_bugs, spec):
@@ -104,16 +116,25 @@ def test_bugs_only_the_checker_sees_are_caught(checker_bugs, spec):
     assert "checker found" in item["message"]
 
 
-def test_a_right_result_from_a_wrong_kernel_is_still_failed(checker_bugs):
+@pytest.fixture(scope="module")
+def checker_naive(tmp_path_factory):
+    """The checker's GEMM bugs on the naive kernel only (quick: no 1,024-thread blocks)."""
+    if probe_gpu()[0]:
+        pytest.skip("the race and index checker runs in the simulator only")
+    return _grade_bugs(tmp_path_factory, BUGS / "checker" / "gemm", "--parts", "gemm",
+                       "--kernels", "naive")
+
+
+def test_a_right_result_from_a_wrong_kernel_is_still_failed(checker_naive):
     """The known hole of result-only checks: every C is right, yet the kernel is wrong."""
-    item = checker_bugs["naive_negative_index"]["items"][0]
+    item = checker_naive["naive_negative_index"]["items"][0]
     assert item["id"] == "gemm.naive.correctness" and item["points"] == 0
     assert all("within the float32 bound" in c["message"] and "negative-index" in c["message"]
                for c in item["checks"])
 
 
-def test_reports_table_and_csv(bundled):
-    out, stdout, reports = bundled
+def test_reports_table_and_csv(graded_pair):
+    out, stdout, reports = graded_pair
     assert "CUDA simulator" in stdout or "GPU (" in stdout
     rows = list(csv.DictReader(open(out / "grades.csv")))
     assert {r["submission"] for r in rows} == set(reports)
@@ -129,8 +150,8 @@ def test_reports_table_and_csv(bundled):
     assert (out / "feedback" / "summary.html").exists()
 
 
-def test_performance_is_not_graded_without_a_gpu(bundled):
-    _, stdout, reports = bundled
+def test_performance_is_not_graded_without_a_gpu(graded_pair):
+    _, stdout, reports = graded_pair
     if "GPU (" in stdout:
         pytest.skip("a GPU is present")
     perf = [i for i in reports["solution"]["items"] if i["id"].endswith(".performance")]

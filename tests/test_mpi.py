@@ -204,6 +204,7 @@ def test_train_mpi_matches_single_process_training(tmp_path):
     assert _relative(_saved(tmp_path / "three.npz"), _saved(tmp_path / "one.npz")) <= TOL
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_train_mpi_with_the_solutions_network_in_the_simulator(tmp_path):
     """The device path: Part 2's backward on each rank's device (the simulator here),
@@ -228,6 +229,7 @@ def test_train_mpi_refuses_bad_options_on_every_rank_without_hanging():
     assert "--average-every" in done.stderr
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_bench_mpi_table_plot_and_bytes(tmp_path):
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"

@@ -123,6 +123,7 @@ def test_source_notebook_is_valid_json_with_cell_ids(tmp_path):
     assert len(ids) == len(set(ids)) and notebook["nbformat"] == 4
 
 
+@pytest.mark.slow
 def test_the_grader_takes_a_notebook_as_a_submission(tmp_path):
     """`python -m grader NB.ipynb` grades the modules of the notebook's tagged cells; a
     notebook that is not JSON is graded zero, and the grading goes on."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import run_kit
 
 TINY = ["--data", "sample", "--width", "16", "--out"]
 
 
+@pytest.mark.slow
 def test_bench_quick_end_to_end(tmp_path):
     result = run_kit("nnkit", "bench", "--quick", "--batches", "1,50", "--seconds", "0.2",
                      "--leapfrog-nets", "4x32", "--leapfrog-repeats", "1", *TINY,
@@ -36,6 +39,7 @@ def test_bench_quick_end_to_end(tmp_path):
     assert "| naive | 1 |" in (tmp_path / "bench.md").read_text()
 
 
+@pytest.mark.slow
 def test_tune_quick_end_to_end(tmp_path):
     result = run_kit("nnkit", "tune", "--quick", *TINY, str(tmp_path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -345,6 +345,7 @@ def test_numpy_hands_out_only_its_allowed_submodules(tmp_path):
         assert len(found) == len(names), (part, sorted(names), found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", ["nnkit", "grader"])
 def test_any_python_is_checked_without_internal_errors(package, tmp_path):
     """Fail closed is for gaps in the checker: the kit's own (very unlike a submission)

@@ -225,3 +225,33 @@ def test_refuses_to_run_on_a_gpu(monkeypatch):
     with pytest.raises(simcheck.SimcheckError, match="simulator"):
         with simcheck.instrument():
             pass
+
+
+@cuda.jit
+def shared_histogram(x, out, use_atomics):
+    """Every thread adds into one of 4 shared bins: atomically, or with a plain +=."""
+    bins = cuda.shared.array(4, np.float32)
+    t = cuda.threadIdx.x
+    if t < 4:
+        bins[t] = 0.0
+    cuda.syncthreads()
+    if use_atomics:
+        cuda.atomic.add(bins, t % 4, x[t])
+    else:
+        bins[t % 4] += x[t]
+    cuda.syncthreads()
+    if t < 4:
+        out[t] = bins[t]
+
+
+@pytest.mark.parametrize("use_atomics", [True, False])
+def test_atomics_do_not_race_with_each_other_but_plain_updates_do(use_atomics):
+    x = np.ones(32, np.float32)
+    out = to_device(np.zeros(4, np.float32))
+    with simcheck.instrument() as findings:
+        shared_histogram[1, 32](to_device(x), out, use_atomics)
+    races = {f.kind for f in findings} & set(simcheck.RACES)
+    if use_atomics:
+        assert list(findings) == [] and np.array_equal(to_host(out), np.full(4, 8.0))
+    else:
+        assert races, list(findings)

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from tests.conftest import run_kit
 
@@ -16,6 +17,7 @@ def test_reference_run_saves_parameters(tmp_path):
         assert "test_accuracy" in str(saved["meta"])
 
 
+@pytest.mark.slow
 def test_solution_in_the_simulator_with_its_own_gemm():
     result = run_kit("nnkit", "train", "--impl", "solution", "--gemm", "register", *SMALL[:-2],
                      "--epochs", "1")
