@@ -15,7 +15,8 @@ below them. The plots are PNG files in `<name>_files/` beside the two reports, r
 relative links, so the folder can be copied or opened from disk as it is.
 
 Its parts, shared with grader/reports/gradescope.py and summary.py: text.py (escaping,
-numbers), reading.py (a result read tolerantly), plots.py, markdown.py and htmlpage.py.
+numbers), reading.py (a result read tolerantly), plots.py, markdown.py, and htmlpage.py
+with templating.py, which render the Jinja2 templates in templates/ (autoescaped).
 """
 
 from __future__ import annotations

@@ -8,20 +8,20 @@ from urllib.parse import quote
 
 from grader.reports.plots import Plot
 from grader.reports.reading import (
-    case_name,
     check_columns,
     check_failed,
     failures_first,
+    figure_scalars,
+    figure_table,
+    long_messages,
     not_graded_note,
+    numeric_columns,
     points_text,
     total_text,
 )
 from grader.reports.text import (
     CELL_LIMIT,
-    NORM_KEYS,
-    clean,
     format_value,
-    is_numeric,
     label,
     md_block,
     md_code,
@@ -40,41 +40,6 @@ def md_table(headers: list[str], rows: list[list[str]], right: set[int] | None =
     return "\n".join(lines)
 
 
-def _figure_scalars(figures: dict) -> list[tuple[str, str]]:
-    return [(label(k), format_value(str(k), v)) for k, v in figures.items()
-            if not isinstance(v, dict) and k not in NORM_KEYS]
-
-
-def _figure_tables(figures: dict) -> tuple[list[str], list[list[str]]] | None:
-    """Figures that are dicts of values (per parameter, say) as one table, or None."""
-    keys = [k for k, v in figures.items() if isinstance(v, dict) and v]
-    if not keys:
-        return None
-    rows_keys: list[str] = []
-    for k in keys:
-        rows_keys += [r for r in figures[k] if r not in rows_keys]
-    headers = ["", *(label(k) for k in keys)]
-    rows = [[clean(r), *(format_value(str(k), figures[k].get(r)) for k in keys)]
-            for r in rows_keys]
-    return headers, rows
-
-
-def _numeric_columns(columns: list[str], checks: list[dict]) -> set[int]:
-    return {n for n, k in enumerate(columns)
-            if any(is_numeric(c.get(k)) for c in checks)
-            and not any(isinstance(c.get(k), str) for c in checks)}
-
-
-def _long_messages(checks: list[dict]) -> list[tuple[str, str]]:
-    """(case, message) of the checks whose message a table cell would cut or flatten."""
-    out = []
-    for n, c in enumerate(checks):
-        message = clean(c.get("message") or "")
-        if len(message) > CELL_LIMIT or "\n" in message.strip():
-            out.append((case_name(c, n), message))
-    return out
-
-
 def _md_checks(item: dict) -> list[str]:
     checks = item["checks"]
     if not checks:
@@ -90,8 +55,8 @@ def _md_checks(item: dict) -> list[str]:
     head = f"Checks ({len(checks)}"
     head += f"; {failed} failing, listed first):" if failed else "):"
     out = [head, "", md_table([md_inline(label(k)) for k in columns], rows,
-                              _numeric_columns(columns, checks)), ""]
-    long = _long_messages(ordered)
+                              numeric_columns(columns, checks)), ""]
+    long = long_messages(ordered)
     if long:
         out += ["Full messages:", ""]
         for case, message in long:
@@ -107,10 +72,10 @@ def _md_item(n: int, item: dict, plots: list[Plot], rel: str) -> list[str]:
     if message:
         multiline = "\n" in message.strip() or len(message) > 300
         out += [md_block(message) if multiline else md_inline(message), ""]
-    scalars = _figure_scalars(item["figures"])
+    scalars = figure_scalars(item["figures"])
     if scalars:
         out += [f"- {md_inline(k)}: {md_inline(v, CELL_LIMIT)}" for k, v in scalars] + [""]
-    table = _figure_tables(item["figures"])
+    table = figure_table(item["figures"])
     if table:
         headers, rows = table
         out += [md_table([md_inline(h) for h in headers],

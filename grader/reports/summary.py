@@ -1,7 +1,8 @@
 """A class summary of a grading run: totals, their spread and each item's pass rate.
 
 `summarize` computes the figures from the result dicts (SubmissionResult.to_json());
-`write_summary` writes them as summary.md and summary.html with a histogram of the totals.
+`write_summary` writes them as summary.md and summary.html (templates/summary.html.j2)
+with a histogram of the totals.
 An item's pass rate is the share of submissions with full points on it among those where
 it was graded; submissions where it was not graded (no GPU, say) leave it out.
 """
@@ -14,10 +15,10 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
-from grader.reports.htmlpage import html_page, html_table
 from grader.reports.markdown import md_table
 from grader.reports.reading import normalize
-from grader.reports.text import esc, md_inline
+from grader.reports.templating import Badge, Link, Table, render
+from grader.reports.text import md_inline
 
 HISTOGRAM = "summary_totals.png"
 
@@ -125,24 +126,15 @@ def _markdown(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
 
 
 def _html(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
-    out = ["<h1>Class summary</h1>", f"<p class=meta>{summary['count']} submission(s).</p>",
-           "<h2>Totals</h2>",
-           html_table(["", "points", "% of graded"], _stats_rows(summary), {1, 2})]
-    if plot:
-        out.append(f'<figure><img src="{quote(plot)}" alt="Histogram of totals">'
-                   "<figcaption>Totals as a percentage of the points graded</figcaption>"
-                   "</figure>")
-    out += ["<h2>Items</h2>",
-            "<p>Pass rate: share of submissions with full points on the item, among those "
-            "where it was graded.</p>",
-            html_table(_ITEM_HEADERS, _item_rows(summary), {2, 3, 4, 5})]
-    rows = []
+    rows: list[list[str | Link | Badge]] = []
     for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
         link = feedback.get(s["id"])
-        r[0] = f'<a href="{quote(link)}">{esc(r[0])}</a>' if link else esc(r[0])
-        rows.append(r)
-    out += ["<h2>Submissions</h2>", html_table(_SUB_HEADERS, rows, {1, 2, 3}, raw={0})]
-    return html_page("Class summary", "\n".join(out))
+        rows.append([Link(link, r[0]) if link else r[0], *r[1:]])
+    return render("summary.html.j2", title="Class summary", count=summary["count"],
+                  totals=Table(["", "points", "% of graded"], _stats_rows(summary), {1, 2}),
+                  plot=quote(plot) if plot else None,
+                  items=Table(_ITEM_HEADERS, _item_rows(summary), {2, 3, 4, 5}),
+                  submissions=Table(_SUB_HEADERS, rows, {1, 2, 3}))
 
 
 def write_summary(results: list[dict], out_dir: Path) -> Path:
