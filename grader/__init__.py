@@ -7,7 +7,7 @@ Module map, in the order a submission goes through it (part names: gemm, net, mp
   worker/      runs inside the sandbox (staged whole; imports nothing else of grader)
   checks/      verdicts from a job's raw files; source rules (policy, anticheat)
   parts/       job -> isolation -> checks -> items: the only place points are given
-  reports/     grade book, feedback, class summary, Gradescope
+  reports/     grade book, feedback and class summary (Jinja2 templates), Gradescope
   pipeline, cli   the run wired together; `python -m grader` (__main__, imported by none)
   course/      instructor-only: stubgen, student kit, nbgrader course, sharded grading
 Shared by all stages: results (item and submission results), scoring (config), safe_io.

@@ -263,3 +263,16 @@ def test_train_mpi_refuses_zero_ranks(unpacked):
     done = subprocess.run(["make", "train-mpi", "NP=0", f"PY={sys.executable}"], cwd=unpacked,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "NP must be a number of ranks" in done.stderr
+
+
+def test_the_report_templates_ship_and_render(unpacked, tmp_path):
+    """The HTML reports are Jinja2 templates, not modules: the kit must carry them too."""
+    kit_templates = sorted(p.name for p in (KIT_ROOT / "grader/reports/templates").iterdir())
+    shipped = unpacked / "grader/reports/templates"
+    assert kit_templates and sorted(p.name for p in shipped.iterdir()) == kit_templates
+    script = ("import sys; from grader.reports.feedback import write_feedback; "
+              "write_feedback({'name': 'ada', 'items': []}, sys.argv[1])")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=unpacked,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "<h1>Feedback: ada</h1>" in (tmp_path / "ada.html").read_text(encoding="utf-8")

@@ -315,6 +315,28 @@ def test_summary_of_nothing(tmp_path):
     assert not (tmp_path / "summary_totals.png").exists()
 
 
+def test_script_in_a_message_or_a_name_is_escaped_in_both_pages(gpu_result, tmp_path):
+    """The templates escape every value: a submission's name and its item and check
+    messages reach the feedback page and the class summary as text, never as markup."""
+    evil = copy.deepcopy(gpu_result)
+    evil["name"] = f"mallory{SCRIPT}"
+    evil["items"][0]["message"] = f'{SCRIPT}" onmouseover="x'
+    evil["items"][0]["title"] = f"title {SCRIPT}"
+    evil["items"][0]["checks"][0]["message"] = SCRIPT * 40  # long: shown whole below
+    evil["notes"] = [SCRIPT]
+    evil["items"][-1]["figures"]["tolerance"] = SCRIPT
+    _, feedback = write_feedback(evil, tmp_path)
+    summary = write_summary([evil, gpu_result], tmp_path)
+    for page in (feedback, summary):
+        text = page.read_text(encoding="utf-8")
+        assert "<script" not in text.lower()
+        assert "mallory&lt;script&gt;alert(1)&lt;/script&gt;" in text
+        assert 'onmouseover="' not in text
+    # the summary links the feedback page under the escaped name
+    assert re.search(r'<a href="mallory[^"]*\.html">mallory&lt;script&gt;',
+                     summary.read_text(encoding="utf-8"))
+
+
 # --- rendering in a browser ---------------------------------------------------------------------
 
 def test_feedback_and_summary_render_in_headless_chromium(gpu_result, sim_result, tmp_path):

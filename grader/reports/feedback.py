@@ -15,18 +15,20 @@ below them. The plots are PNG files in `<name>_files/` beside the two reports, r
 relative links, so the folder can be copied or opened from disk as it is.
 
 Its parts, shared with grader/reports/gradescope.py and summary.py: text.py (escaping,
-numbers), reading.py (a result read tolerantly), plots.py, markdown.py and htmlpage.py.
+numbers), reading.py (a result read tolerantly), plots.py, view.py (what the two pages
+show) and templating.py, which renders the Jinja2 templates in templates/ with escaping
+on by default in both formats.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from grader.reports.htmlpage import render_html
-from grader.reports.markdown import render_markdown
 from grader.reports.plots import make_plots
 from grader.reports.reading import normalize
+from grader.reports.templating import render
 from grader.reports.text import file_stem
+from grader.reports.view import feedback_view
 
 
 def write_feedback(result: dict, out_dir: Path) -> tuple[Path, Path]:
@@ -49,6 +51,7 @@ def write_feedback(result: dict, out_dir: Path) -> tuple[Path, Path]:
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
     md_path, html_path = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
-    md_path.write_text(render_markdown(data, plots, folder.name), encoding="utf-8")
-    html_path.write_text(render_html(data, plots, folder.name), encoding="utf-8")
+    view = feedback_view(data, plots, folder.name)
+    md_path.write_text(render("feedback.md.j2", **view), encoding="utf-8")
+    html_path.write_text(render("feedback.html.j2", **view), encoding="utf-8")
     return md_path, html_path

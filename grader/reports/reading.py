@@ -5,7 +5,16 @@ are tolerated; checks laid out as a table.
 from __future__ import annotations
 
 from grader.reports.report import safe_name
-from grader.reports.text import NOTES, clean, finite
+from grader.reports.text import (
+    CELL_LIMIT,
+    NORM_KEYS,
+    NOTES,
+    clean,
+    finite,
+    format_value,
+    is_numeric,
+    label,
+)
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS
 from grader.safe_io import clean_text
 
@@ -117,3 +126,39 @@ def case_name(check: dict, n: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Figures and long messages, as every report shows them
+
+
+def figure_scalars(figures: dict) -> list[tuple[str, str]]:
+    return [(label(k), format_value(str(k), v)) for k, v in figures.items()
+            if not isinstance(v, dict) and k not in NORM_KEYS]
+
+
+def figure_table(figures: dict) -> tuple[list[str], list[list[str]]] | None:
+    """Figures that are dicts of values (per parameter, say) as one table, or None."""
+    keys = [k for k, v in figures.items() if isinstance(v, dict) and v]
+    if not keys:
+        return None
+    rows_keys: list[str] = []
+    for k in keys:
+        rows_keys += [r for r in figures[k] if r not in rows_keys]
+    headers = ["", *(label(k) for k in keys)]
+    rows = [[clean(r), *(format_value(str(k), figures[k].get(r)) for k in keys)]
+            for r in rows_keys]
+    return headers, rows
+
+
+def numeric_columns(columns: list[str], checks: list[dict]) -> set[int]:
+    return {n for n, k in enumerate(columns)
+            if any(is_numeric(c.get(k)) for c in checks)
+            and not any(isinstance(c.get(k), str) for c in checks)}
+
+
+def long_messages(checks: list[dict]) -> list[tuple[str, str]]:
+    """(case, message) of the checks whose message a table cell would cut or flatten."""
+    out = []
+    for n, c in enumerate(checks):
+        message = clean(c.get("message") or "")
+        if len(message) > CELL_LIMIT or "\n" in message.strip():
+            out.append((case_name(c, n), message))
+    return out

@@ -85,12 +85,24 @@ def _header(item_id: str) -> str:
 
 
 def _grid(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    out = [line, "-" * len(line)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in rows]
-    return out
+    """Lines of a rich.table without colour: columns as wide as their widest cell, never
+    wrapped or cut (a log has no width), cells as text (a name's `[b]` is no markup).
+    Unlike str.ljust, rich counts terminal cells, so wide (CJK) names stay aligned."""
+    # imported here: ~0.1 s, and only the end of a run prints a table
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+    for header in headers:
+        grid.add_column(Text(header), no_wrap=True, overflow="ignore")
+    for row in rows:
+        grid.add_row(*(Text(cell) for cell in row))
+    console = Console(file=io.StringIO(), width=100_000, color_system=None,
+                      force_terminal=False, highlight=False, emoji=False, markup=False)
+    console.print(grid)
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]
 
 
 def table(results: list[SubmissionResult], backend: str) -> str:

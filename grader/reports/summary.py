@@ -1,7 +1,8 @@
 """A class summary of a grading run: totals, their spread and each item's pass rate.
 
 `summarize` computes the figures from the result dicts (SubmissionResult.to_json());
-`write_summary` writes them as summary.md and summary.html with a histogram of the totals.
+`write_summary` writes them as summary.md and summary.html (templates/summary.*.j2) with
+a histogram of the totals.
 An item's pass rate is the share of submissions with full points on it among those where
 it was graded; submissions where it was not graded (no GPU, say) leave it out.
 """
@@ -10,14 +11,11 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
-from grader.reports.htmlpage import html_page, html_table
-from grader.reports.markdown import md_table
 from grader.reports.reading import normalize
-from grader.reports.text import esc, md_inline
+from grader.reports.templating import Badge, Link, Table, render
 
 HISTOGRAM = "summary_totals.png"
 
@@ -104,45 +102,16 @@ def _sub_rows(summary: dict) -> list[list[str]]:
             for s in summary["submissions"]]
 
 
-def _markdown(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
-    out = ["# Class summary", "", f"{summary['count']} submission(s).", ""]
-    out += ["## Totals", "", md_table(["", "points", "% of graded"], _stats_rows(summary),
-                                      {1, 2}), ""]
-    if plot:
-        out += [f"![Histogram of totals]({quote(plot)})", ""]
-    out += ["## Items", "", "Pass rate: share of submissions with full points on the item, "
-            "among those where it was graded.", "",
-            md_table(_ITEM_HEADERS, [[md_inline(c) for c in r] for r in _item_rows(summary)],
-                     {2, 3, 4, 5}), ""]
-    rows = []
-    for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
-        cells = [md_inline(c) for c in r]
-        if s["id"] in feedback:
-            cells[0] = f"[{cells[0]}]({quote(feedback[s['id']])})"
-        rows.append(cells)
-    out += ["## Submissions", "", md_table(_SUB_HEADERS, rows, {1, 2, 3}), ""]
-    return "\n".join(out)
-
-
-def _html(summary: dict, plot: str | None, feedback: dict[str, str]) -> str:
-    out = ["<h1>Class summary</h1>", f"<p class=meta>{summary['count']} submission(s).</p>",
-           "<h2>Totals</h2>",
-           html_table(["", "points", "% of graded"], _stats_rows(summary), {1, 2})]
-    if plot:
-        out.append(f'<figure><img src="{quote(plot)}" alt="Histogram of totals">'
-                   "<figcaption>Totals as a percentage of the points graded</figcaption>"
-                   "</figure>")
-    out += ["<h2>Items</h2>",
-            "<p>Pass rate: share of submissions with full points on the item, among those "
-            "where it was graded.</p>",
-            html_table(_ITEM_HEADERS, _item_rows(summary), {2, 3, 4, 5})]
-    rows = []
+def _tables(summary: dict, feedback: dict[str, str]) -> dict:
+    """The three tables of the summary pages; `feedback` maps a submission's id to the
+    file of its feedback report, which its name links to."""
+    rows: list[list[str | Link | Badge]] = []
     for s, r in zip(summary["submissions"], _sub_rows(summary), strict=True):
         link = feedback.get(s["id"])
-        r[0] = f'<a href="{quote(link)}">{esc(r[0])}</a>' if link else esc(r[0])
-        rows.append(r)
-    out += ["<h2>Submissions</h2>", html_table(_SUB_HEADERS, rows, {1, 2, 3}, raw={0})]
-    return html_page("Class summary", "\n".join(out))
+        rows.append([Link(link, r[0]) if link else r[0], *r[1:]])
+    return {"totals": Table(["", "points", "% of graded"], _stats_rows(summary), {1, 2}),
+            "items": Table(_ITEM_HEADERS, _item_rows(summary), {2, 3, 4, 5}),
+            "submissions": Table(_SUB_HEADERS, rows, {1, 2, 3})}
 
 
 def write_summary(results: list[dict], out_dir: Path) -> Path:
@@ -165,7 +134,9 @@ def write_summary(results: list[dict], out_dir: Path) -> Path:
     ids = [s["id"] for s in summary["submissions"]]  # report.safe_name: never "summary"
     html_links = {i: f"{i}.html" for i in ids if (out_dir / f"{i}.html").exists()}
     md_links = {i: f"{i}.md" for i in ids if (out_dir / f"{i}.md").exists()}
-    (out_dir / "summary.md").write_text(_markdown(summary, plot, md_links), encoding="utf-8")
+    for page, links in (("summary.md", md_links), ("summary.html", html_links)):
+        text = render(f"{page}.j2", title="Class summary", count=summary["count"], plot=plot,
+                      **_tables(summary, links))
+        (out_dir / page).write_text(text, encoding="utf-8")
     html_path = out_dir / "summary.html"
-    html_path.write_text(_html(summary, plot, html_links), encoding="utf-8")
     return html_path
