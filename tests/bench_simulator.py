@@ -15,7 +15,7 @@ os.environ.setdefault("NNKIT_DEVICE", "sim")
 
 
 def _cpu_of_cases(launch, cases, secret: int) -> float:
-    from grader.cases import build_operands
+    from grader.cases.gemm import build_operands
     from grader.worker import simcheck
     from nnkit.backend import synchronize, to_device
     from nnkit.gemm import gemm
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     threading.stack_size(1024 * 1024)  # as the worker sets it in the simulator
-    from grader.cases import correctness_cases
+    from grader.cases.gemm import correctness_cases
     from grader.worker import blocksync
     from nnkit.backend import select
     from nnkit.gemm import KERNELS

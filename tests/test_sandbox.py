@@ -488,3 +488,16 @@ def test_mpi_runs_in_the_jail(tmp_path):
     """, launcher=tuple(mpiexec_command(2)))
     assert status == 0, out
     assert "ranks [(0, 2, 3.0), (1, 2, 3.0)]" in out.splitlines(), out
+
+
+def test_simulator_jobs_keep_few_malloc_arenas(tmp_path):
+    """A thread per CUDA thread: with glibc's default arenas (8 per core, 64 MB of address
+    space each) a 16-core grading machine put the simulator's jobs past their memory limit
+    and thread starts failed. GPU jobs keep the default."""
+    from grader.isolation.settings import current
+
+    sim = sandbox.clean_env(current(), False, tmp_path, tmp_path)
+    gpu = sandbox.clean_env(current(), True, tmp_path, tmp_path)
+    assert sim["MALLOC_ARENA_MAX"] == "2" and sim["NNKIT_DEVICE"] == "sim"
+    assert "MALLOC_ARENA_MAX" not in gpu or gpu["MALLOC_ARENA_MAX"] == os.environ.get(
+        "MALLOC_ARENA_MAX")
