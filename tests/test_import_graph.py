@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from tests.conftest import KIT_ROOT
+from tests.graphs import find_cycle
 
 PACKAGE = KIT_ROOT / "nnkit"
 
@@ -31,37 +32,11 @@ def _graph() -> dict[str, set[str]]:
             for name in modules}
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for dep in sorted(graph[node]):
-            if state.get(dep) == 1:
-                return path[path.index(dep):] + [dep]
-            if dep not in state and (found := visit(dep)):
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
-
-def test_the_finder_sees_a_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
-
 
 def test_nnkit_has_no_import_cycle():
     graph = _graph()
     assert "mpi_train" in graph and "train_cli" in graph["__main__"]
-    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
 def test_the_mpi_library_imports_no_command_line():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import KIT_ROOT
+from tests.graphs import find_cycle
 
 GRADER = KIT_ROOT / "grader"
 LIMIT = 400  # lines; a longer module states why in its docstring ("over 400 lines")
@@ -59,38 +60,16 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(name, path, known) for name, path in modules.items()}
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle of the graph, as the list of its modules, or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
 
 def test_the_cycle_finder_finds_a_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_no_import_cycle_in_the_grader():
     graph = _graph()
     assert "grader.parts.gemm" in graph and graph["grader.parts.gemm"]
-    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
 def test_nothing_imports_the_command_line_entry():

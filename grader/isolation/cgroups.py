@@ -8,7 +8,6 @@ import errno
 import itertools
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 from grader.isolation.settings import Settings
+from grader.isolation.uids import kill_until_gone
 
 # A cgroup per job (as root, where the machine has them)
 #
@@ -186,16 +186,7 @@ class JobCgroup:
                 _write(folder / "cgroup.kill", "1")
             except OSError:
                 pass
-        for _ in range(200):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.01)
+        kill_until_gone(self.pids)
 
     def remove(self) -> None:
         """Kill what is left and remove the group (a dying process keeps it busy briefly)."""

@@ -9,6 +9,7 @@ import signal
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from grader.isolation.settings import SandboxError, Settings
@@ -68,11 +69,11 @@ def _processes_of(uid: int) -> list[int]:
     return pids
 
 
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process of the uid, again until none is left (a fork bomb's children
-    are killed on the next pass)."""
-    for _ in range(200):
-        pids = _processes_of(uid)
+def kill_until_gone(processes: Callable[[], Iterable[int]], passes: int = 200) -> None:
+    """SIGKILL every process `processes()` lists, again until it lists none (a fork bomb's
+    children are killed on the next pass)."""
+    for _ in range(passes):
+        pids = list(processes())
         if not pids:
             return
         for pid in pids:
@@ -81,6 +82,11 @@ def kill_uid(uid: int) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.01)
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of the uid until none is left."""
+    kill_until_gone(lambda: _processes_of(uid))
 
 
 def tasks_of(uid: int) -> int:
