@@ -273,7 +273,7 @@ def test_imports_are_refused_unless_a_trusted_library_asks(tmp_path, monkeypatch
     monkeypatch.syspath_prepend(str(tmp_path))
     import compilerlib
 
-    guard = anticheat._ImportGuard(_ArmedTraps())
+    guard = anticheat.ImportGuard(_ArmedTraps())
     with pytest.raises(anticheat.ForbiddenCall, match="import scipy.linalg"):
         compilerlib.ask(guard)  # not trusted yet
     monkeypatch.setattr(anticheat, "TRUSTED_IMPORTERS", ("compilerlib",))

@@ -1,5 +1,9 @@
 """Which kernels a graded call launched, and whether they alone produce its result.
 
+(A module over 400 lines: recording and replay share the recorder's private state — the
+wrapped launch paths, the arguments' snapshots, the buffers' origins — and splitting
+them would widen what a submission could reach between the two.)
+
 A result can be right without any kernel having computed it: the launcher may copy the
 operands to the host and compute there, call a library, or launch a kernel that does
 nothing and fill the output some other way. So the worker records what the call did to

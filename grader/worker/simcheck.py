@@ -1,5 +1,9 @@
 """Race and memory-error detector for kernels running in numba's CUDA simulator.
 
+(A module over 400 lines: the instrumented array, the per-block epochs and the report
+are one mechanism patched into numba's simulator at one point; apart they would each
+need the others' internals.)
+
 A shared-memory kernel that misses a syncthreads() often still computes the right result in
 the simulator, whose threads take turns on one interpreter lock, so a check of results
 alone lets it pass. While `instrument()` is active, every array access of the simulated

@@ -148,7 +148,7 @@ class Traps:
             self._wrap_package(cupy, "cupy", CUPY_TARGETS)
             self._wrap_cublas()
             self._patch_type(cupy.ndarray, "CuPy arrays")
-        sys.meta_path.insert(0, _ImportGuard(self))
+        sys.meta_path.insert(0, ImportGuard(self))
         self.arm()
 
     def _trap_function(self, name: str, original):
@@ -324,7 +324,7 @@ def _trusted_importer(file: str) -> bool:
     return False
 
 
-class _ImportGuard:
+class ImportGuard:
     """A meta-path finder that refuses the libraries of LIBRARIES while the traps are armed
     (modules already imported are caught by the wrappers instead), unless a trusted library
     asks for them (TRUSTED_IMPORTERS)."""
