@@ -32,7 +32,11 @@ def unit_cases(on_gpu: bool) -> list[dict]:
         cases.append(_case("column_sums", 20 + n, rows=rows, cols=cols, scale=0.5 + n))
     for n, rows in enumerate([1, 37, 6] + ([800, 1013] if on_gpu else [])):
         cases.append(_case("softmax_cross_entropy", 30 + n, rows=rows, classes=10))
-    for n, shape in enumerate([(7, 5), (13,)] + ([(1000, 784)] if on_gpu else [])):
+    # Non-square and past one block of threads in each direction (a 1D launch of 256
+    # threads or a 2D one of 16 x 16), both ways round: a launcher that sizes its grid
+    # from the wrong dimension fails one of them.
+    sgd_shapes = [(7, 5), (13,), (37, 70), (70, 37)]
+    for n, shape in enumerate(sgd_shapes + ([(1000, 784)] if on_gpu else [])):
         cases.append(_case("sgd_update", 40 + n, shape=list(shape), lr=0.3))
     nets = [([13, 7, 5, 10], 9), ([11, 6, 10], 1)] + ([([784, 100, 10], 800)] if on_gpu else [])
     for n, (sizes, rows) in enumerate(nets):
