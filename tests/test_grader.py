@@ -49,12 +49,18 @@ def test_solution_gets_every_correctness_point(graded_pair):
     _, _, reports = graded_pair
     for item in CORRECTNESS:
         item_result = next(i for i in reports["solution"]["items"] if i["id"] == item)
+        if item_result["points"] is None:  # accuracy in the reduced configuration only
+            assert item == "net.accuracy" and "reduced configuration" in item_result["message"]
+            continue
         assert item_result["points"] == item_result["max_points"] > 0, item_result["message"]
 
 
 def test_starter_gets_zero_without_crashing(graded_pair):
     _, _, reports = graded_pair
     for item in CORRECTNESS:
+        if _points(reports["starter"], item) is None:  # as for the solution, above
+            assert item == "net.accuracy"
+            continue
         assert _points(reports["starter"], item) == 0
         message = next(i for i in reports["starter"]["items"] if i["id"] == item)["message"]
         assert "NotImplementedError" in message
