@@ -8,6 +8,7 @@ or nnkit.device_parallel (--resident: the training set and the gradients stay on
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -100,15 +101,7 @@ def main_mpi(args: Any, config: TrainConfig) -> int:
         _say(comm, f"Training {'-'.join(map(str, config.sizes(features)))} on {n_images} "
              f"images with {size} rank(s), {mode}; {where}", file=sys.stderr)
 
-        def evaluate(eng: Any) -> float | None:
-            if not len(data.val):
-                return None
-            return float((eng.predict(data.val.images) == data.val.labels).mean())
-
-        def report(record: EpochRecord) -> None:
-            val = "-" if record.val_accuracy is None else f"{record.val_accuracy:.2%}"
-            print(f"epoch {record.epoch:3d}: loss {record.loss:.4f}  validation accuracy "
-                  f"{val}  ({record.seconds:.2f} s)", flush=True)
+        evaluate = validation_accuracy(data)
 
         history = train_mpi(comm, engine, data.train if rank == 0 else None, config, fns,
                             strategy=args.reduce, average_every=args.average_every,
@@ -210,15 +203,7 @@ def main_resident(args: Any, config: TrainConfig) -> int:
          f"{len(data.train)} images with {size} rank(s), data parallel and device-resident, "
          f"gradients summed by {args.reduce}; {transport.describe()}", file=sys.stderr)
 
-    def evaluate(net: Any) -> float | None:
-        if not len(data.val):
-            return None
-        return float((net.predict(data.val.images) == data.val.labels).mean())
-
-    def report(record: EpochRecord) -> None:
-        val = "-" if record.val_accuracy is None else f"{record.val_accuracy:.2%}"
-        print(f"epoch {record.epoch:3d}: loss {record.loss:.4f}  validation accuracy "
-              f"{val}  ({record.seconds:.2f} s)", flush=True)
+    evaluate = validation_accuracy(data)
 
     net, history = train_resident(comm, transport, array_module(transport), data.train.images,
                                   data.train.labels, params, config, reduce=args.reduce,
@@ -231,3 +216,20 @@ def main_resident(args: Any, config: TrainConfig) -> int:
     if args.save:
         _save(args, config, net.host_params(), size, test_acc, history)
     return 0
+
+
+def validation_accuracy(data: Any) -> Callable[[Any], float | None]:
+    """A model's accuracy on the validation split (None without one), for the epoch log."""
+    def evaluate(model: Any) -> float | None:
+        if not len(data.val):
+            return None
+        return float((model.predict(data.val.images) == data.val.labels).mean())
+
+    return evaluate
+
+
+def report(record: EpochRecord) -> None:
+    """One epoch's line on standard output (rank 0 only)."""
+    val = "-" if record.val_accuracy is None else f"{record.val_accuracy:.2%}"
+    print(f"epoch {record.epoch:3d}: loss {record.loss:.4f}  validation accuracy "
+          f"{val}  ({record.seconds:.2f} s)", flush=True)
