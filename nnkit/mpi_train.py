@@ -184,17 +184,12 @@ def bind_device(comm: Any) -> str:
     backend = select()
     if not backend.on_gpu:
         return backend.describe()
-    import cupy
-    from mpi4py import MPI
     from numba import cuda
 
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    local_rank = node.Get_rank()
-    node.Free()
-    count = cupy.cuda.runtime.getDeviceCount()
-    device = local_rank % count
+    from nnkit.nccl_transport import bind_gpu
+
+    device, count = bind_gpu(comm)  # CuPy's current device
     # CuPy allocates on its current device, numba launches on its own: both must agree.
-    cupy.cuda.Device(device).use()
     cuda.select_device(device)
     return f"GPU {device} of {count} ({backend.detail})"
 

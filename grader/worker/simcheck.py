@@ -114,6 +114,9 @@ class Findings(list[Finding]):
 _findings: Findings | None = None
 _BlockThread: type = type(None)  # the simulator's thread class, once instrument() ran
 _SIM_DIR = ""  # the simulator's source folder: frames there are not the kernel's
+# Simulated threads inside one of the simulator's atomics. Kept here, not on the thread
+# object a kernel could reach and mark to hide its races; submissions cannot import this.
+_in_atomic: set[threading.Thread] = set()
 _alloc_lock = threading.Lock()
 _getitem = np.ndarray.__getitem__
 _setitem = np.ndarray.__setitem__
@@ -270,10 +273,10 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
     thread = threading.current_thread()
     if not isinstance(thread, _BlockThread):  # the host looking at it
         return value
-    # Set while the thread is inside one of the simulator's atomics (see _hooks). A flag,
-    # not a look at the caller's frame: frames are audited events, and the grading
-    # worker's audit hook judged each one (some 130 per thread of a shared-memory GEMM).
-    atomic = thread._simcheck_atomic
+    # Whether the thread is inside one of the simulator's atomics (see _hooks), not a look
+    # at the caller's frame: frames are audited events, and the grading worker's audit
+    # hook judged each one (some 130 per thread of a shared-memory GEMM).
+    atomic = thread in _in_atomic
     shadow = array._shadow
     alloc = shadow.array
     if _has_negative(idx):
@@ -373,11 +376,11 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
             thread = threading.current_thread()
             if not isinstance(thread, _BlockThread):
                 return original(self, *args, **kwargs)
-            thread._simcheck_atomic = True
+            _in_atomic.add(thread)
             try:
                 return original(self, *args, **kwargs)
             finally:
-                thread._simcheck_atomic = False
+                _in_atomic.discard(thread)
         return operation
 
     arg = devicearray.FakeWithinKernelCUDAArray  # what kernels get for array arguments
@@ -417,13 +420,12 @@ def instrument(max_findings: int = MAX_FINDINGS) -> Iterator[Findings]:
             originals.append((owner, name, original))
             setattr(owner, name, wrap(original))
         _BlockThread._simcheck_epoch = 0
-        _BlockThread._simcheck_atomic = False
         _findings = findings
         yield findings
     finally:
         _findings = None
         for owner, name, original in reversed(originals):
             setattr(owner, name, original)
-        for name in ("_simcheck_epoch", "_simcheck_atomic"):
-            if name in _BlockThread.__dict__:
-                delattr(_BlockThread, name)
+        _in_atomic.clear()
+        if "_simcheck_epoch" in _BlockThread.__dict__:
+            del _BlockThread._simcheck_epoch
