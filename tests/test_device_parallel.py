@@ -246,6 +246,19 @@ def test_resident_training_on_one_gpu_with_nccl_equals_one_process(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_resident_training_on_several_gpus_with_nccl_equals_one_process(tmp_path, ranks):
+    """One rank per GPU: NCCL's all-reduce and the device ring across GPUs."""
+    from nnkit.backend import device_count
+
+    if device_count()[0] < ranks:
+        pytest.skip(f"needs {ranks} GPUs (a multi-GPU machine)")
+    results = _scenarios(tmp_path, ranks, "gpu")
+    assert "NCCL" in results["describe"]
+    _check(results, ranks)
+
+
+@pytest.mark.gpu
 def test_two_ranks_on_one_gpu_are_refused_clearly(tmp_path):
     from nnkit.backend import device_count
 
