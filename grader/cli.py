@@ -17,6 +17,7 @@ submissions finished so far stay written.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import signal
 import sys
@@ -79,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bonus", action="store_true",
                         help="grade the bonus items too, whatever the config's [bonus] says")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="workers at a time: CPU workers in simulator mode; on GPUs, at "
-                             "most one per GPU, so that timings do not disturb each other")
+                        help="workers at a time in simulator mode; on GPUs, how many GPUs "
+                             "to use (at most those visible)")
+    parser.add_argument("--jobs-per-gpu", type=int, default=None,
+                        help="on GPUs, workers sharing one GPU (default: a third of the "
+                             "cores per GPU, 1 to 6); a timed job always has its GPU alone")
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")
@@ -90,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refuse to grade if the kit differs from this manifest or from "
                              "git HEAD (python -m grader.isolation.integrity write FILE)")
     return parser
+
+
+def default_jobs_per_gpu(gpu_count: int) -> int:
+    """Workers per GPU when --jobs-per-gpu is not given: a job is mostly one busy core
+    (Python, numba's compiler) and sometimes a few (MPI ranks), so a third of the cores
+    each GPU gets, between 1 and 6."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return max(1, min(6, cores // (3 * max(gpu_count, 1))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--parts: choose from {', '.join(PARTS)}")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
+        parser.error("--jobs-per-gpu must be at least 1")
     if args.manifest is not None:  # before anything is graded (grader/isolation/integrity.py)
         from grader.isolation import integrity
 
@@ -134,12 +149,14 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
     book = report.Gradebook(args.out)
     for problem in check_data():
         print(f"grader: {problem}", file=sys.stderr)
-    slots, jobs = None, args.jobs
-    if backend.on_gpu:  # at most one worker per GPU
-        ids = gpus.visible_ids() or ["0"]
-        jobs = min(args.jobs, len(ids))
-        slots = gpus.GpuSlots(ids[:jobs])
-    where = f" x {jobs} GPUs, one worker each" if slots and jobs > 1 else ""
+    slots, jobs, where = None, args.jobs, ""
+    if backend.on_gpu:
+        ids = (gpus.visible_ids() or ["0"])[:args.jobs]
+        per_gpu = args.jobs_per_gpu or default_jobs_per_gpu(len(ids))
+        slots = gpus.GpuSlots(ids, per_gpu)
+        jobs = slots.threads
+        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed jobs alone on "
+                 f"their GPU)")
     print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
           file=sys.stderr)
     for sub in submissions:

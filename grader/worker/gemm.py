@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.worker import CUBLAS
-from grader.worker.common import Context, save_error, save_launches
+from grader.worker.common import Context, mark, save_error, save_launches
 from grader.worker.launches import COUNT, FULL
 from grader.worker.layout import GemmCase, Operands, call_factors, perturbed_a, sample_positions
 from nnkit.backend import copy_into, synchronize, to_device, to_host
@@ -43,6 +43,7 @@ def run(ctx: Context) -> None:
     except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
         save_error(out / "load.err", err, submission)
         return
+    mark("load")
     watch = simulator_watch(ctx.on_gpu)
     replay = set(job.get("replay", []))
     last = None  # the previous case and its device buffers, for a case that reuses them
@@ -77,7 +78,10 @@ def run(ctx: Context) -> None:
                      **save_launches(record, replayed))
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"case-{n}.err", err, submission)
+        if n == 0:
+            mark("case-0")  # the first call compiles the kernels
 
+    mark("cases")
     perf = job.get("perf", [])
     if perf:
         library_traps = ctx.extra.get("traps")
@@ -89,6 +93,7 @@ def run(ctx: Context) -> None:
             _timed_case(ctx, launch, case, n)
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"perf-{n}.err", err, submission)
+        mark(f"perf-{n}")
 
 
 def _same_layout(a: GemmCase, b: GemmCase) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.worker.common import Context, save_error, save_launches
+from grader.worker.common import Context, mark, save_error, save_launches
 from grader.worker.launches import COUNT, FULL
 from nnkit.backend import synchronize, to_device, to_host
 from nnkit.submission import load_function
@@ -132,6 +132,9 @@ def run_units(ctx: Context) -> None:
             np.savez(out / f"unit-{n}.npz", **arrays, **save_launches(record, replayed))
         except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
             save_error(out / f"unit-{n}.err", err, submission)
+        if n == 0:
+            mark("case-0")
+    mark("cases")
 
 
 def _host_array(value: Any, name: str) -> np.ndarray:
@@ -217,6 +220,7 @@ def run_training(ctx: Context) -> None:
     data = dataset.load(spec["source"], spec["val_fraction"], spec["seed"], spec["pool"],
                         spec["limit"])
     gemm = ctx.recorder.gemm_observer(make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
+    mark("data")
     for m, mode in enumerate(job["modes"]):
         try:
             config = TrainConfig(**{**mode, "hidden": tuple(mode["hidden"])})
@@ -237,4 +241,5 @@ def run_training(ctx: Context) -> None:
                 "silent": {k: w.silent for k, w in wrapped.items()}}))
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"train-{m}.err", err, submission)
+        mark(f"train-{m}")
 
