@@ -83,8 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="workers at a time in simulator mode; on GPUs, how many GPUs "
                              "to use (at most those visible)")
     parser.add_argument("--jobs-per-gpu", type=int, default=None,
-                        help="on GPUs, workers sharing one GPU (default: a third of the "
-                             "cores per GPU, 1 to 6); a timed job always has its GPU alone")
+                        help="on GPUs, workers sharing one GPU (default: half the cores "
+                             "per GPU, 1 to 8); a timed job always has its GPU alone")
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")
@@ -98,11 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def default_jobs_per_gpu(gpu_count: int) -> int:
     """Workers per GPU when --jobs-per-gpu is not given: a job is mostly one busy core
-    (Python, numba's compiler) and sometimes a few (MPI ranks), so a third of the cores
-    each GPU gets, between 1 and 6."""
+    (Python, numba's compiler) and sometimes two or three (MPI ranks), so half the cores
+    each GPU gets, between 1 and 8."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    return max(1, min(6, cores // (3 * max(gpu_count, 1))))
+    return max(1, min(8, cores // (2 * max(gpu_count, 1))))
 
 
 def main(argv: list[str] | None = None) -> int:
