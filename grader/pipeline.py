@@ -39,6 +39,7 @@ class Task:
     name: str
     item_ids: list[str]
     run: Callable[[], list[ItemResult]]
+    holds_gpu: bool = True  # False: the task takes a GPU itself, when it needs one
 
 
 def safely(task: Task, config: Config,
@@ -49,7 +50,7 @@ def safely(task: Task, config: Config,
     if runner.stopping():
         return None
     try:
-        with slots.hold() if slots else nullcontext():
+        with slots.hold() if slots and task.holds_gpu else nullcontext():
             items = task.run()
     except Exception as err:  # noqa: BLE001
         message = (f"the grader could not grade this ({type(err).__name__}: "
@@ -92,9 +93,20 @@ def references(parts: list[str], config: Config, workroot: Path,
 
 
 def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, config: Config,
-          on_gpu: bool, refs: dict) -> list[Task]:
+          on_gpu: bool, refs: dict, slots: gpus.GpuSlots | None = None) -> list[Task]:
     found = []
-    if "gemm" in parts:
+    if "gemm" in parts and refs["gemm"] and kernels:
+        # On a GPU: the correctness tasks first, then one timed task for the kernels
+        # that passed (waiting for their verdicts, the GPU to itself while it times).
+        verdicts = gemm_part.Verdicts(kernels)
+        for k in kernels:
+            found.append(Task(f"gemm {k}", [f"gemm.{k}.correctness"],
+                              partial(grade_kernel, k, folder, workroot, config, on_gpu,
+                                      None, verdicts)))
+        found.append(Task("gemm speed", [f"gemm.{k}.performance" for k in kernels],
+                          partial(gemm_part.grade_speed, kernels, folder, workroot, config,
+                                  refs["gemm"], verdicts, slots), holds_gpu=False))
+    elif "gemm" in parts:
         for k in kernels:
             found.append(Task(f"gemm {k}", [f"gemm.{k}.correctness", f"gemm.{k}.performance"],
                               partial(grade_kernel, k, folder, workroot, config, on_gpu,
@@ -114,10 +126,36 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
 
 
 def grade_kernel(kernel: str, folder: Path, workroot: Path, config: Config, on_gpu: bool,
-                 per_gpu: dict[str, gemm_part.Reference] | None) -> list[ItemResult]:
+                 per_gpu: dict[str, gemm_part.Reference] | None,
+                 verdicts: gemm_part.Verdicts | None = None) -> list[ItemResult]:
     """gemm_part.grade_kernel against the references of the GPU this thread holds."""
     return gemm_part.grade_kernel(kernel, folder, workroot, config, on_gpu,
-                              gpus.for_current(per_gpu))
+                                  gpus.for_current(per_gpu), verdicts)
+
+
+def in_order(planned: list[Task], got: dict[str, list[ItemResult]]) -> list[ItemResult]:
+    """The items of a submission's tasks, each kernel's speed item after its correctness
+    item; an item a later task gives again (a correctness item the timed task failed)
+    replaces the first in its place."""
+    by_id: dict[str, ItemResult] = {}
+    for task in planned:
+        for item in got.get(task.name, []):
+            by_id[item.id] = item
+    planned_ids = [i for task in planned for i in task.item_ids]
+    order = sorted(planned_ids, key=lambda i: (_kernel_rank(i, planned_ids),
+                                               planned_ids.index(i)))
+    return [by_id[i] for i in order if i in by_id] + [
+        item for i, item in by_id.items() if i not in order]
+
+
+def _kernel_rank(item_id: str, order: list[str]) -> int:
+    """GEMM items sort by the position of the kernel's correctness item."""
+    parts = item_id.split(".")
+    if len(parts) == 3 and parts[0] == "gemm":
+        first = f"gemm.{parts[1]}.correctness"
+        if first in order:
+            return order.index(first)
+    return order.index(item_id)
 
 
 def write_feedback(results: list[dict], out: Path) -> None:
@@ -215,14 +253,13 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
     for sub in submissions:
         plan[sub.name] = tasks(parts, kernels, sub.folder or workroot / "missing",
                                workroot / report.safe_name(sub.name), config,
-                               backend.on_gpu, references)
+                               backend.on_gpu, references, slots)
     items: dict[str, dict[str, list[ItemResult]]] = {sub.name: {} for sub in submissions}
     results: list[SubmissionResult] = []
 
     def finish(sub: Submission) -> None:
         result = SubmissionResult(sub.name, os.fsdecode(sub.folder or ""), backend.describe())
-        for task in plan[sub.name]:
-            result.items += items[sub.name][task.name]
+        result.items = in_order(plan[sub.name], items[sub.name])
         try:
             data = book.add(result, sub.notes)
         except OSError as err:  # a full disk, say: the others are still written

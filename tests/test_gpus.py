@@ -67,7 +67,8 @@ def test_a_task_runs_on_a_held_gpu_and_a_failure_releases_it():
 def test_speed_is_measured_against_the_references_of_the_gpu_the_task_holds(monkeypatch):
     got = []
     monkeypatch.setattr(gemm_part, "grade_kernel",
-                        lambda kernel, folder, workroot, config, on_gpu, ref: got.append(ref))
+                        lambda kernel, folder, workroot, config, on_gpu, ref, verdicts=None:
+                        got.append(ref))
     per_gpu = {"0": "ref-on-0", "1": "ref-on-1"}
     for gpu in ("1", "0"):
         with gpus.pinned(gpu):

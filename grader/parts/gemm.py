@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from grader.cases.gemm import (
 from grader.checks import anticheat
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import gpus, sanitizer
-from grader.isolation.runner import copy_submission, run_worker
+from grader.isolation.runner import copy_submission, run_worker, stopping
 from grader.parts.common import all_or_nothing, failure_message, fresh_copy
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
@@ -101,10 +103,23 @@ def _reference_seconds(kernel: str, config: Config, workdir: Path) -> list[float
 
 
 def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, on_gpu: bool,
-                 reference: Reference | None) -> list[ItemResult]:
-    """The correctness and performance items of one kernel: the correctness cases in one
-    worker, which may share its GPU with other jobs; then, on a GPU and only for a kernel
-    that passed, the timed cases in a fresh worker that has the GPU to itself."""
+                 reference: Reference | None,
+                 verdicts: Verdicts | None = None) -> list[ItemResult]:
+    """The correctness item of one kernel, from its cases in one worker (which may share
+    its GPU with other jobs). With `verdicts` (a GPU run), the verdict goes there for the
+    submission's timed task (grade_speed); without, the speed item comes too: not
+    graded, for want of a GPU."""
+    try:
+        return _grade_kernel(kernel, submission, workroot, config, on_gpu, reference,
+                             verdicts)
+    finally:
+        if verdicts is not None:
+            verdicts.record(kernel, False)  # a no-op once recorded; else it failed
+
+
+def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
+                  on_gpu: bool, reference: Reference | None,
+                  verdicts: Verdicts | None) -> list[ItemResult]:
     cases = correctness_cases(on_gpu, kernel)
     workdir = workroot / kernel
     copy = fresh_copy(workdir, submission)
@@ -166,31 +181,106 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
                                            figures)
     correctness = all_or_nothing(item_id, config, correct, message, checks=checks,
                                  figures=figures)
-    perf = perf_cases() if on_gpu else []
-    timed = None
-    if correct and perf and reference is not None:
-        timed = _timed_run(kernel, submission, workroot / f"{kernel}-timed", config, perf)
-        # The traps watch the timed calls too: a library product only at the timed
-        # shapes costs the kernel its correctness, as it did in one job.
-        called = anticheat.read_hits(timed.outdir)
-        if called:
-            correct = False
-            figures["library_products"] = {"called": [f.describe() for f in called],
-                                           "in_source": [f.describe() for f in written]}
-            correctness = all_or_nothing(
-                item_id, config, False, "uses a library matrix product where the GEMM must "
-                f"be hand-written (in the timed calls): {anticheat.summary(called)}",
-                checks=checks, figures=figures)
-    return [correctness, performance_item(kernel, correct, timed, perf, config, reference)]
+    if verdicts is not None:
+        verdicts.record(kernel, correct, written)
+        return [correctness]  # the timed task of the submission gives the speed item
+    return [correctness, performance_item(kernel, correct, None, [], config, reference)]
 
 
-def _timed_run(kernel: str, submission: Path, workdir: Path, config: Config,
-               perf: list[GemmCase]):
-    """The timed cases of one kernel, in a fresh worker with the GPU to itself."""
+class Verdicts:
+    """The correctness verdicts of one submission's kernels, handed from their tasks to
+    the submission's timed task, which times only the kernels that passed."""
+
+    def __init__(self, kernels: list[str]) -> None:
+        self.kernels = list(kernels)
+        self._got: dict[str, tuple[bool, list]] = {}
+        self._cond = threading.Condition()
+
+    def record(self, kernel: str, correct: bool, written: list | None = None) -> None:
+        with self._cond:
+            self._got.setdefault(kernel, (correct, list(written or [])))
+            self._cond.notify_all()
+
+    def wait(self) -> dict[str, tuple[bool, list]] | None:
+        """Every kernel's (correct, library products written in its source), or None
+        when the grading run is being stopped."""
+        with self._cond:
+            while len(self._got) < len(self.kernels):
+                if stopping():
+                    return None
+                self._cond.wait(timeout=0.5)
+            return dict(self._got)
+
+
+def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Config,
+                per_gpu: dict[str, Reference] | None, verdicts: Verdicts,
+                slots: gpus.GpuSlots | None, on_gpu: bool = True) -> list[ItemResult]:
+    """The performance items of a submission's kernels (GPU): once their correctness is
+    known, the kernels that passed are timed one after the other in one fresh worker
+    that has the GPU to itself. A library product called during the timed calls costs
+    the kernel its correctness item too (returned here, replacing the first)."""
+    got = verdicts.wait()
+    if got is None:
+        return []
+    timed = [k for k in kernels if got[k][0]]
+    outdir, run, reference = None, None, None
+    if per_gpu:
+        with slots.hold() if slots else nullcontext():
+            reference = gpus.for_current(per_gpu)  # the GPU the timed job runs on
+            if timed:
+                run = _timed_run(timed, submission, workroot / "timed", config, on_gpu)
+                outdir = run.outdir
+                missing = [k for k in timed if not _any_perf_file(outdir, k)]
+                if len(timed) > 1 and missing and run.returncode not in (0, None):
+                    # The job died before these kernels: each again, alone, so that one
+                    # kernel's crash never costs the others their timing.
+                    for k in missing:
+                        alone = _timed_run([k], submission, workroot / f"timed-{k}", config,
+                                           on_gpu)
+                        _adopt(alone.outdir, outdir, k)
+    items = []
+    early = anticheat.read_hits(outdir) if outdir else []  # while the modules loaded
+    for kernel in kernels:
+        correct, written = got[kernel]
+        if outdir is not None and correct:
+            called = early + anticheat.read_hits(outdir, f"{kernel}-{anticheat.RECORD}")
+            if called:
+                correct = False
+                item_id = f"gemm.{kernel}.correctness"
+                items.append(all_or_nothing(
+                    item_id, config, False, "uses a library matrix product where the GEMM "
+                    f"must be hand-written (in the timed calls): {anticheat.summary(called)}",
+                    figures={"library_products": {
+                        "called": [f.describe() for f in called],
+                        "in_source": [f.describe() for f in written]}}))
+        items.append(performance_item(kernel, correct, run, perf_cases(), config, reference,
+                                      prefix=f"{kernel}-"))
+    return items
+
+
+def _any_perf_file(outdir: Path, kernel: str) -> bool:
+    return any((outdir / f"{kernel}-{name}").exists()
+               for name in ("load.err", "perf-0.json", "perf-0.err"))
+
+
+def _adopt(source: Path, dest: Path, kernel: str) -> None:
+    """Move one kernel's files of a job of its own into the first job's results."""
+    for path in source.glob(f"{kernel}-*"):
+        path.replace(dest / path.name)
+
+
+def _timed_run(kernels: list[str], submission: Path, workdir: Path, config: Config,
+               on_gpu: bool = True):
+    """The timed cases of `kernels`, in a fresh worker with the GPU to itself (on_gpu
+    False: in the simulator, for the tests)."""
     copy = fresh_copy(workdir, submission)
-    job = _job(copy, kernel, [], perf, config)
+    perf = perf_cases()
+    job = _job(copy, kernels[0], [], perf, config)
+    del job["module"], job["function"], job["perf_seed"]
+    job["timed"] = [{"kernel": k, "module": KERNELS[k][0], "function": KERNELS[k][1],
+                     "perf_seed": perf_seed(config, k)} for k in kernels]
     with gpus.exclusive():
-        return run_worker(job, workdir, _limit(config, True), True,
+        return run_worker(job, workdir, _limit(config, on_gpu) * len(kernels), on_gpu,
                           inputs=job_inputs([], perf, config.secret))
 
 
@@ -234,7 +324,7 @@ def apply_sanitizer(reports: list[sanitizer.Report], note: str, correct: bool, m
 
 
 def performance_item(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
-                 reference: Reference | None) -> ItemResult:
+                     reference: Reference | None, prefix: str = "") -> ItemResult:
     item_id = f"gemm.{kernel}.performance"
     title, max_points = config.title(item_id), config.points(item_id)
     if reference is None:
@@ -244,8 +334,8 @@ def performance_item(kernel: str, correct: bool, run, perf: list[GemmCase], conf
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
                           "not timed: the kernel must pass its correctness item first")
     stopped = run.stop_reason(config.seconds_gpu)
-    outcomes = [check_perf(c, run.outdir, n, stopped, config.secret, perf_seed(config, kernel))
-                for n, c in enumerate(perf)]
+    outcomes = [check_perf(c, run.outdir, n, stopped, config.secret, perf_seed(config, kernel),
+                           prefix=prefix) for n, c in enumerate(perf)]
     broken = [o for o in outcomes if o.seconds is None]
     if broken:
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
