@@ -17,7 +17,7 @@ from grader.checks import anticheat
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import gpus, sanitizer
 from grader.isolation.runner import copy_submission, run_worker
-from grader.parts.common import all_or_nothing, failure_message, fresh_copy
+from grader.parts.common import failure_message, fresh_copy, graded_item
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
@@ -140,11 +140,14 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     called = anticheat.read_hits(run.outdir)
     written = anticheat.scan(submission, KERNELS[kernel][0])
     figures = {"worker_seconds": round(run.seconds, 2)}
+    # What zeroes the item whatever its cases gave, partial credit included.
+    integrity = stopped_by_guard or None
     if called or (written and config.static_scan_fails):
         correct = False
         found = anticheat.summary(called or written)
         message = (f"uses a library matrix product where the GEMM must be hand-written: "
                    f"{found}" + (f"; {message}" if failures else ""))
+        integrity = message
     elif written:
         message += ("; note: the source names a library matrix product, not counted here: "
                     + anticheat.summary(written))
@@ -156,16 +159,20 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
         figures["policy"] = rules.found
     if rules.failure:
         correct, message = False, rules.failure + (f"; {message}" if not correct else "")
+        integrity = message
     elif rules.note:
         message += "; " + rules.note
     checks = [{"case": o.label, "passed": o.passed, "message": o.message,
                "worst_error_over_bound": o.worst_error_ratio} for o in outcomes]
     if on_gpu and config.sanitizer_tools and not load_error.exists():
         reports, note = sanitizer_reports(kernel, submission, workroot, config, on_gpu)
+        before = correct
         correct, message = apply_sanitizer(reports, note, correct, message, config, checks,
                                            figures)
-    correctness = all_or_nothing(item_id, config, correct, message, checks=checks,
-                                 figures=figures)
+        if before and not correct:  # a finding that fails the item fails all of it
+            integrity = integrity or message
+    correctness = graded_item(item_id, config, outcomes, message, integrity, checks=checks,
+                              figures=figures)
     perf = perf_cases() if on_gpu else []
     timed = None
     if correct and perf and reference is not None:
@@ -177,10 +184,10 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
             correct = False
             figures["library_products"] = {"called": [f.describe() for f in called],
                                            "in_source": [f.describe() for f in written]}
-            correctness = all_or_nothing(
-                item_id, config, False, "uses a library matrix product where the GEMM must "
-                f"be hand-written (in the timed calls): {anticheat.summary(called)}",
-                checks=checks, figures=figures)
+            found = ("uses a library matrix product where the GEMM must be hand-written "
+                     f"(in the timed calls): {anticheat.summary(called)}")
+            correctness = graded_item(item_id, config, outcomes, found, found, checks=checks,
+                                      figures=figures)
     return [correctness, performance_item(kernel, correct, timed, perf, config, reference)]
 
 

@@ -22,7 +22,7 @@ from grader.checks import anticheat
 from grader.checks.gemm import NOT_REPRODUCED, error_text
 from grader.checks.net import AGREEMENT_TOL, check_unit, relative_norms
 from grader.isolation.runner import run_worker
-from grader.parts.common import all_or_nothing, check_rows, failure_message, fresh_copy
+from grader.parts.common import check_rows, failure_message, fresh_copy, graded_item
 from grader.results import NOT_GRADED, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
@@ -136,8 +136,9 @@ def grade_units(submission: Path, workroot: Path, config: Config,
                               failure_message(failures, len(mine)))
         if verdict.note:
             message += "; " + verdict.note
-        items.append(all_or_nothing(item_id, config, ok, message, checks=check_rows(mine),
-                                    figures={"worker_seconds": round(run.seconds, 2)}))
+        items.append(graded_item(item_id, config, mine, message, problem,
+                                 checks=check_rows(mine),
+                                 figures={"worker_seconds": round(run.seconds, 2)}))
     return items
 
 
@@ -174,15 +175,20 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
     rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     agree_checks, acc_checks = [], []
+    integrity: str | None = None
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
                      "tolerance": AGREEMENT_TOL, "configuration": plan.description}
     for m, (mode, ref_params, ref_acc) in enumerate(
             zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
         name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
         got, problem = _load_params(run.outdir, m, ref_params, stopped)
-        problem = (rules.failure or stopped_by_guard or problem
-                   or _audit_problem(run.outdir, m))
+        unaudited = None if problem else _audit_problem(run.outdir, m)
+        problem = rules.failure or stopped_by_guard or problem or unaudited
         if problem:
+            if rules.failure or stopped_by_guard or unaudited:
+                # A rule broken in any mode (the policy, the guard, the audit of the
+                # calls) zeroes both items: partial credit is never earned beside it.
+                integrity = integrity or problem
             agree_checks.append({"case": name, "passed": False, "message": problem})
             acc_checks.append({"case": name, "passed": False, "message": problem})
             continue
@@ -204,13 +210,14 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
         acc_checks.append({"case": name, "passed": acc_ok, "validation_accuracy": acc,
                            "reference_accuracy": ref_acc,
                            "message": f"validation accuracy {acc:.2%}, reference {ref_acc:.2%}"})
-    accuracy = _training_item("net.accuracy", config, acc_checks, {}, plan.description)
+    accuracy = _training_item("net.accuracy", config, acc_checks, {}, plan.description,
+                              integrity)
     if plan.data["source"] == dataset.SAMPLE:
         accuracy = ItemResult("net.accuracy", config.title("net.accuracy"),
                               config.points("net.accuracy"), None, NOT_GRADED,
                               REDUCED_ACCURACY, checks=acc_checks)
-    return [_training_item("net.agreement", config, agree_checks, figures, plan.description),
-            accuracy]
+    return [_training_item("net.agreement", config, agree_checks, figures, plan.description,
+                           integrity), accuracy]
 
 
 def _steps(plan: TrainingPlan) -> int:
@@ -268,12 +275,13 @@ def _load_params(outdir: Path, m: int, ref: network.Params,
 
 
 def _training_item(item_id: str, config: Config, checks: list[dict], figures: dict,
-                   description: str) -> ItemResult:
+                   description: str, integrity: str | None = None) -> ItemResult:
     failures = [c for c in checks if not c["passed"]]
     ok = not failures
     message = (f"all {len(checks)} modes agree ({description})" if ok else
                failure_message(failures, len(checks), "modes"))
-    return all_or_nothing(item_id, config, ok, message, checks=checks, figures=figures)
+    return graded_item(item_id, config, checks, message, integrity, checks=checks,
+                       figures=figures)
 
 
 def reference_or_error(on_gpu: bool) -> ReferenceTraining:
