@@ -64,26 +64,26 @@ def integrity_failure(message: str) -> bool:
     return any(mark in message for mark in INTEGRITY_MARKS)
 
 
-def _counts(checks: Sequence[CaseOutcome | dict]) -> tuple[int, int, str | None]:
-    """(passed, total, the first integrity failure's message or None) of an item's checks."""
+def _counts(cases: Sequence[CaseOutcome | dict]) -> tuple[int, int, str | None]:
+    """(passed, total, the first integrity failure's message or None) of an item's cases."""
     passed, broken = 0, None
-    for check in checks:
+    for check in cases:
         ok, why = ((check.get("passed"), check.get("message", "")) if isinstance(check, dict)
                    else (check.passed, check.message))
         passed += ok is True
         if ok is not True and broken is None and integrity_failure(str(why)):
             broken = str(why)
-    return passed, len(checks), broken
+    return passed, len(cases), broken
 
 
-def graded_item(item_id: str, config: Config, checks: Sequence[CaseOutcome | dict],
+def graded_item(item_id: str, config: Config, cases: Sequence[CaseOutcome | dict],
                 message: str, problem: str | None = None, **extra: object) -> ItemResult:
-    """An item decided by its cases (`checks`: outcomes or check rows), credited as the
+    """An item decided by its cases (outcomes or check rows), credited as the
     config's `credit` says: "all", its points when every case passes; "partial", points x
     passed / cases. `problem` (the anticheat's or the guard's verdict, a job that did not
     complete) and any case that broke the rules (integrity_failure) zero the item either
     way. `message` is the verdict to show; partial credit prefixes the count and points."""
-    passed, total, broken = _counts(checks)
+    passed, total, broken = _counts(cases)
     if problem or broken or config.credit(item_id) == "all" or not total:
         ok = not problem and not broken and passed == total
         return all_or_nothing(item_id, config, ok, message, **extra)
