@@ -89,7 +89,7 @@ def test_the_ratio_is_scored_as_part_1s_speed(tmp_path, monkeypatch, seconds, st
     assert f"= {seconds:.2f} (the fastest of 2 epochs each)" in item.message
 
 
-def _fake_worker(params: dict | None, seconds: list | None, error: str | None = None):
+def _fake_worker(params: dict | None, seconds: list | None):
     """run_worker's stand-in: the files a speed job leaves."""
     def run(job, workdir, timeout, on_gpu, **kw):
         assert job["kind"] == "net_speed" and job["mode"]["epochs"] == 10
@@ -100,8 +100,6 @@ def _fake_worker(params: dict | None, seconds: list | None, error: str | None = 
             np.savez(out / "speed.npz", **params)
         if seconds is not None:
             (out / "speed.json").write_text(json.dumps({"seconds": seconds}))
-        if error:
-            (out / "speed.err").write_text(error)
         return WorkerRun(out, 0, False, "", "fake", 1.0)
     return run
 
@@ -126,6 +124,21 @@ def test_the_timed_run_must_agree_and_report_every_epoch(tmp_path, monkeypatch):
     assert "no readable epoch times" in timed(good, None).message
     run = timed(None, None)
     assert run.seconds is None and "no parameters" in run.message
+
+
+@pytest.mark.slow
+def test_the_speed_job_runs_the_students_network_in_the_simulator(tmp_path):
+    """The worker's side, in the reduced configuration: every epoch timed, and the final
+    parameters those of the CPU reference (on a GPU the same job runs on MNIST)."""
+    reference = net_part.train_reference(net_part.training_plan(False))
+    copy = net_part.fresh_copy(tmp_path / "w", NAMED["solution"])  # as the grader does
+    run = net_part.time_training(copy, tmp_path / "w", CONFIG, reference, on_gpu=False)
+    epochs = reference.plan.modes[net_part.SPEED_MODE]["epochs"]
+    assert run.seconds is not None, run.message
+    assert len(run.epochs) == epochs and run.seconds == min(run.epochs) > 0
+    starter = net_part.fresh_copy(tmp_path / "w2", NAMED["starter"])
+    run = net_part.time_training(starter, tmp_path / "w2", CONFIG, reference, on_gpu=False)
+    assert run.seconds is None and "NotImplementedError" in run.message
 
 
 def _slowed_solution(dest: Path) -> Path:

@@ -312,13 +312,15 @@ class SpeedRun:
     epochs: list[float]
 
 
-def time_training(copy: Path, workdir: Path, config: Config,
-                  reference: ReferenceTraining) -> SpeedRun:
-    """The network in `copy` trained in the speed mode by a GPU worker, timed per epoch."""
+def time_training(copy: Path, workdir: Path, config: Config, reference: ReferenceTraining,
+                  on_gpu: bool = True) -> SpeedRun:
+    """The network in `copy` trained in the speed mode by a worker, timed per epoch (on a
+    GPU for grading; in the simulator only to test the job)."""
     plan = reference.plan
+    limit = _limit(config, on_gpu)
     run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
-                      "mode": plan.modes[SPEED_MODE]}, workdir, config.seconds_gpu, True)
-    stopped = guard.stop_message(run.outdir) or run.stop_reason(config.seconds_gpu)
+                      "mode": plan.modes[SPEED_MODE]}, workdir, limit, on_gpu)
+    stopped = guard.stop_message(run.outdir) or run.stop_reason(limit)
     ref_params = reference.params[SPEED_MODE]
     got, problem = _load_params(run.outdir, "speed", ref_params, stopped)
     if problem:
