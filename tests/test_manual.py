@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader import manual
+from grader.course.gradebook import main as gradebook_main
 from grader.course.gradebook import write_gradebook
 from grader.reports import feedback, gradescope
 from grader.reports.report import Gradebook
@@ -215,3 +216,25 @@ def test_grading_with_a_csv_merges_it(tmp_path):
     assert "crisp" in (out / "feedback" / "solution.md").read_text()
     tests = json.loads((out / "gradescope" / "solution.json").read_text())["tests"]
     assert [t["score"] for t in tests if t["extra_data"]["id"] == "report.quality"] == [9]
+
+
+def test_the_course_gradebook_takes_hand_given_grades(tmp_path, out, capsys):
+    """An autograded nbgrader course (kit_grades/ and gradebook.csv): the merge rewrites
+    gradebook.csv with the nbgrader scores kept and the reports' points added."""
+    course = tmp_path / "course"
+    course.mkdir()
+    out.rename(course / "kit_grades")
+    nb = {"alice": {"part1-gemm": (1.0, 1.0)}, "bob": {"part1-gemm": (0.0, 1.0)},
+          "carol": {"part1-gemm": (1.0, 1.0)}}
+    write_gradebook(course, ["part1-gemm"], ["alice", "bob", "carol"], nb)
+    bad = _csv(tmp_path, HEADER + "dave,report.quality,3,\n")
+    assert gradebook_main(["--course", str(course), "--manual", str(bad)]) == 2
+    assert "line 2: unknown student 'dave'" in capsys.readouterr().err
+    good = _csv(tmp_path, HEADER + "carol,report.profiling_final,35,thorough\n")
+    assert gradebook_main(["--course", str(course), "--manual", str(good)]) == 0
+    with open(course / "gradebook.csv", newline="") as f:
+        book = {r["student"]: r for r in csv.DictReader(f)}
+    assert book["carol"]["nbgrader:part1-gemm"] == "1"
+    assert book["carol"]["kit:report.profiling_final"] == "35"
+    assert (book["carol"]["total"], book["carol"]["max_total"]) == ("46", "51")
+    assert book["bob"]["kit:report.profiling_final"] == "" and book["bob"]["total"] == "0"
