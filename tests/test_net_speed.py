@@ -142,14 +142,14 @@ def test_the_speed_job_runs_the_students_network_in_the_simulator(tmp_path):
 
 
 def _slowed_solution(dest: Path) -> Path:
-    """The solution with each forward product computed eight times over (the same result:
+    """The solution with each forward product computed 32 times over (the same result:
     beta = 0): a network that agrees, more slowly."""
     shutil.copytree(NAMED["solution"], dest)
     path = dest / "net_2_backprop.py"
     old = "        gemm(acts[-1], W, Z, 1.0, 0.0, trans_b=True)\n"
     text = path.read_text()
     assert old in text
-    path.write_text(text.replace(old, "        for _ in range(8):\n    " + old))
+    path.write_text(text.replace(old, "        for _ in range(32):\n    " + old))
     return dest
 
 
@@ -179,3 +179,19 @@ def test_on_a_gpu_the_solution_earns_the_speed_points_and_a_slower_network_less(
     assert slowed["points"] == round(speed_share(ratio, CONFIG.full_at, CONFIG.zero_at)
                                      * slowed["max_points"], 2) < slowed["max_points"]
     assert starter["points"] == 0 and "not timed" in starter["message"]
+
+
+def test_the_student_kit_says_why_the_networks_speed_is_not_graded(tmp_path, monkeypatch):
+    """Without solution/ (the student kit) nothing times the solution's network: on a GPU
+    the item says where to time one's own, and the run goes on."""
+    from grader import student
+    from grader.parts import gemm as part1
+
+    for module, name in ((net_part, "speed_item"), (net_part, "measure_speed_reference"),
+                         (part1, "performance_item"), (part1, "measure_reference")):
+        monkeypatch.setattr(module, name, getattr(module, name))
+    student.without_solution()
+    assert net_part.measure_speed_reference(CONFIG, tmp_path, _reference()) is None
+    item = _item(tmp_path, seconds=None)
+    assert (item.points, item.message) == (None, student.NO_SOLUTION_NET)
+    assert _item(tmp_path, on_gpu=False, seconds=None).message == net_part.NO_GPU
