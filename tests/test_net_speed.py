@@ -162,7 +162,7 @@ def test_on_a_gpu_the_solution_earns_the_speed_points_and_a_slower_network_less(
     slow = _slowed_solution(tmp_path / "slow_forward")
     out = tmp_path / "out"
     result = run_kit("grader", "solution", str(slow), "starter", "--parts", "net",
-                     "--seed", "11", "--out", str(out), timeout=900)
+                     "--seed", "11", "--out", str(out), timeout=450)
     assert result.returncode == 0, result.stderr[-3000:]
 
     def speed(name):
