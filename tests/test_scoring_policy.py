@@ -170,3 +170,48 @@ def test_partial_credit_in_a_grading_run(tmp_path):
     assert any(c["passed"] for c in dummy["checks"])  # the cases not replayed pass ...
     assert dummy["points"] == 0 and dummy["status"] == FAIL  # ... and earn nothing
     assert solution["points"] == solution["max_points"] == 10
+
+
+def _training(tmp_path, monkeypatch, silent_in_mode_1: int, wrong_mode_1: bool):
+    """grade_training on the solution with a stand-in worker: mode 0 agrees with the
+    reference; mode 1 has wrong parameters, or calls that launched none of the
+    submission's kernels (the audit's verdict), as asked."""
+    import numpy as np
+
+    from grader.isolation.runner import WorkerRun
+    from grader.parts import net as net_part
+    from nnkit.submission import NAMED
+
+    reference = net_part.train_reference(net_part.training_plan(False))
+
+    def worker(job, workdir, timeout, on_gpu, **kw):
+        out = workdir / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        for m, params in enumerate(reference.params):
+            named = params.named()
+            if m == 1 and wrong_mode_1:
+                named = {k: v + np.float32(0.5) for k, v in named.items()}
+            np.savez(out / f"train-{m}.npz", **named)
+            audit = {"call": 0, "function": "forward", "missing": 0,
+                     "worst_relative_difference": 0.0}
+            (out / f"train-{m}.json").write_text(json.dumps({
+                "silent": {"forward": silent_in_mode_1 if m == 1 else 0},
+                "audits": [audit]}))
+        return WorkerRun(out, 0, False, "", "fake", 1.0)
+
+    monkeypatch.setattr(net_part, "run_worker", worker)
+    config = load_config()
+    items = {**config.items,
+             "net.agreement": {**config.items["net.agreement"], "credit": "partial"}}
+    items = net_part.grade_training(NAMED["solution"], tmp_path, replace(config, items=items),
+                                    False, reference)
+    return next(i for i in items if i.id == "net.agreement")
+
+
+def test_a_training_mode_that_breaks_the_rules_zeroes_partial_agreement(tmp_path,
+                                                                       monkeypatch):
+    wrong = _training(tmp_path / "a", monkeypatch, silent_in_mode_1=0, wrong_mode_1=True)
+    assert wrong.status == PARTIAL and wrong.points == partial_points(10, 1, 2)
+    unaudited = _training(tmp_path / "b", monkeypatch, silent_in_mode_1=3, wrong_mode_1=False)
+    assert (unaudited.points, unaudited.status) == (0.0, FAIL)
+    assert "launched none of the submission's kernels" in unaudited.message
