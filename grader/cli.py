@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from grader import examples, safe_io
+from grader import examples, manual, safe_io
 from grader.isolation import gpus, runner
 from grader.parts import gemm as gemm_part
 from grader.pipeline import (
@@ -35,6 +35,7 @@ from grader.pipeline import (
     grade_all,
     references,
     write_class_reports,
+    write_feedback,
 )
 from grader.reports import report
 from grader.results import SubmissionResult
@@ -90,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "inputs derive from it, so a fixed seed reproduces a run")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
+    parser.add_argument("--manual", type=Path, default=None,
+                        help="an instructor's CSV of the items graded by hand (student,item,"
+                             "points[,comment]; grader/manual.py), merged into every report")
     parser.add_argument("--manifest", type=Path, default=None,
                         help="refuse to grade if the kit differs from this manifest or from "
                              "git HEAD (python -m grader.isolation.integrity write FILE)")
@@ -147,6 +151,16 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
            backend, stop: Stop) -> int:
     submissions = _submissions(args)
     book = report.Gradebook(args.out)
+    grades = None
+    if args.manual is not None:  # checked whole before anything is graded
+        try:
+            known = manual.student_keys([*book.rows.values(),
+                                         *({"name": s.name, "id": report.safe_name(s.name)}
+                                           for s in submissions)])
+            grades = manual.read_manual(args.manual, config, known)
+        except manual.ManualError as err:
+            print(f"grader: --manual: {err}", file=sys.stderr)
+            return 2
     for problem in check_data():
         print(f"grader: {problem}", file=sys.stderr)
     slots, jobs, where = None, args.jobs, ""
@@ -178,6 +192,8 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         if stop.signum is None:
             results = grade_all(submissions, parts, kernels, config, backend, refs,
                                 workroot, slots, jobs, book, stop)
+    if grades is not None and stop.signum is None:
+        write_feedback(manual.merge_into(book, grades, config), args.out)
     book.write_csv()  # also when nothing finished: the book as it stands
     if stop.signum is not None:
         print(f"grader: stopped by {signal.Signals(stop.signum).name}: every job killed; "

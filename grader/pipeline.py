@@ -74,17 +74,33 @@ def gemm_references(config: Config, workroot: Path,
         return dict(zip(slots.ids, pool.map(measure, slots.ids), strict=True))
 
 
+def net_speed_references(config: Config, workroot: Path, slots: gpus.GpuSlots,
+                         reference: net_part.ReferenceTraining) -> dict[str, float]:
+    """The solution network's fastest epoch on every GPU, all GPUs at once."""
+    print(f"Timing the solution's network for reference on {len(slots.ids)} GPU(s) ...",
+          file=sys.stderr)
+
+    def measure(gpu: str) -> float:
+        with gpus.pinned(gpu):
+            return net_part.measure_speed_reference(config, workroot / f"gpu{gpu}", reference)
+
+    with ThreadPoolExecutor(len(slots.ids)) as pool:
+        return dict(zip(slots.ids, pool.map(measure, slots.ids), strict=True))
+
+
 def references(parts: list[str], config: Config, workroot: Path,
                slots: gpus.GpuSlots | None) -> dict:
     """What every submission is measured against, computed once per grading run."""
     on_gpu = slots is not None
-    refs: dict = {"gemm": None, "net": None, "mpi": None}
+    refs: dict = {"gemm": None, "net": None, "net_speed": None, "mpi": None}
     if "gemm" in parts and slots is not None:
         refs["gemm"] = gemm_references(config, workroot, slots)
     if "net" in parts:
         plan = net_part.training_plan(on_gpu)
         print(f"Training the CPU reference network: {plan.description} ...", file=sys.stderr)
         refs["net"] = net_part.reference_or_error(on_gpu)
+        if slots is not None and refs["net"].plan.data["source"] != net_part.dataset.SAMPLE:
+            refs["net_speed"] = net_speed_references(config, workroot, slots, refs["net"])
     if "mpi" in parts:
         print("Training the CPU reference for Part 3 (one process, and the serial model "
               "averaging) ...", file=sys.stderr)
@@ -114,9 +130,9 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
     if "net" in parts:
         found.append(Task("net functions", list(net_cases.ITEMS),
                           partial(net_part.grade_units, folder, workroot, config, on_gpu)))
-        found.append(Task("net training", ["net.agreement", "net.accuracy"],
+        found.append(Task("net training", ["net.agreement", "net.accuracy", "net.performance"],
                           partial(net_part.grade_training, folder, workroot, config, on_gpu,
-                                  refs["net"])))
+                                  refs["net"], refs.get("net_speed"))))
     if "mpi" in parts:
         for item_id, kind in mpi_cases.ITEMS.items():
             found.append(Task(f"mpi {kind}", [item_id],
@@ -282,7 +298,10 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
         else:
             todo += [(sub, task) for task in plan[sub.name]]
     by_name = {sub.name: sub for sub in submissions}
-    with Progress(len(todo), "grading") as bar, ThreadPoolExecutor(jobs) as pool:
+    # On GPUs, room for the timed tasks that wait (holding no GPU) for their correctness
+    # tasks beside the `jobs` that work: the GPU slots still bound what runs at once.
+    threads = 2 * jobs if slots else jobs
+    with Progress(len(todo), "grading") as bar, ThreadPoolExecutor(threads) as pool:
         futures: dict[Future, tuple[str, str]] = {
             pool.submit(safely, task, config, slots): (sub.name, task.name)
             for sub, task in todo}

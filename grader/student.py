@@ -5,8 +5,9 @@
 
 It is `python -m grader` with one difference: the student kit holds no solution, and on a
 GPU the speed items are scored against the solution timed in the same run. There, they
-are reported as not graded, with a pointer to `python -m nnkit bench-gemm`, instead of
-the whole run failing. Where solution/ exists (the instructors' kit) nothing changes.
+are reported as not graded, with a pointer to `python -m nnkit bench-gemm` (Part 2:
+`bench-train`), instead of the whole run failing. Where solution/ exists (the
+instructors' kit) nothing changes.
 
 --function NAME grades only the item that checks that function (a Part 2 or Part 3
 function, `make check FUNCTION=softmax_cross_entropy`) and prints only its checks; the
@@ -22,6 +23,7 @@ import sys
 from dataclasses import replace
 
 from grader.parts import gemm as part1
+from grader.parts import net as part2
 from grader.results import ItemResult
 from grader.worker.net import FUNCTIONS as NET_FUNCTIONS
 from nnkit.submission import NAMED
@@ -44,9 +46,23 @@ NO_SOLUTION = ("not graded here: speed is scored against the solution, timed by 
                "instructors; time your kernels with `python -m nnkit bench-gemm --impl starter`")
 
 
+NO_SOLUTION_NET = ("not graded here: speed is scored against the solution's network, timed "
+                   "by the instructors; time yours with `python -m nnkit bench-train`")
+
+
 def without_solution() -> None:
-    """Make Part 1 skip the solution's timing and say why its speed is not graded."""
+    """Make Parts 1 and 2 skip the solution's timing and say why speed is not graded."""
     original = part1.performance_item
+    original_net = part2.speed_item
+
+    def net_speed(*args) -> ItemResult:
+        item = original_net(*args)
+        if args[-1] is None and item.points is None and item.message != part2.NO_GPU:
+            item.message = NO_SOLUTION_NET
+        return item
+
+    part2.measure_speed_reference = lambda config, workroot, reference: None
+    part2.speed_item = net_speed
 
     def performance(kernel, correct, run, perf, config, reference) -> ItemResult:
         item = original(kernel, correct, run, perf, config, reference)

@@ -16,6 +16,7 @@ from grader.course import dist
 from grader.course.hidden import HIDDEN
 from grader.course.stubgen import stub_source
 from grader.parts import gemm as part1
+from grader.parts import net as net_part
 from grader.results import NOT_GRADED, ItemResult
 from grader.student import NO_SOLUTION, without_solution
 from nnkit.checks import VISIBLE, check
@@ -153,6 +154,8 @@ def test_student_check_says_why_speed_is_not_graded(monkeypatch):
     # Restored after the test: without_solution() patches the grader in this process.
     monkeypatch.setattr(part1, "performance_item", part1.performance_item)
     monkeypatch.setattr(part1, "measure_reference", part1.measure_reference)
+    monkeypatch.setattr(net_part, "speed_item", net_part.speed_item)
+    monkeypatch.setattr(net_part, "measure_speed_reference", net_part.measure_speed_reference)
     without_solution()
     assert part1.measure_reference(None, None) is None
     item = part1.performance_item("naive", True, None, [], _Config(), None)

@@ -19,7 +19,7 @@ from grader.checks import anticheat
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import gpus, sanitizer
 from grader.isolation.runner import copy_submission, run_worker, stopping
-from grader.parts.common import all_or_nothing, failure_message, fresh_copy
+from grader.parts.common import all_or_nothing, failure_message, fresh_copy, graded_item
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
@@ -155,11 +155,14 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     called = anticheat.read_hits(run.outdir)
     written = anticheat.scan(submission, KERNELS[kernel][0])
     figures = {"worker_seconds": round(run.seconds, 2)}
+    # What zeroes the item whatever its cases gave, partial credit included.
+    integrity = stopped_by_guard or None
     if called or (written and config.static_scan_fails):
         correct = False
         found = anticheat.summary(called or written)
         message = (f"uses a library matrix product where the GEMM must be hand-written: "
                    f"{found}" + (f"; {message}" if failures else ""))
+        integrity = message
     elif written:
         message += ("; note: the source names a library matrix product, not counted here: "
                     + anticheat.summary(written))
@@ -171,16 +174,20 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
         figures["policy"] = rules.found
     if rules.failure:
         correct, message = False, rules.failure + (f"; {message}" if not correct else "")
+        integrity = message
     elif rules.note:
         message += "; " + rules.note
     checks = [{"case": o.label, "passed": o.passed, "message": o.message,
                "worst_error_over_bound": o.worst_error_ratio} for o in outcomes]
     if on_gpu and config.sanitizer_tools and not load_error.exists():
         reports, note = sanitizer_reports(kernel, submission, workroot, config, on_gpu)
+        before = correct
         correct, message = apply_sanitizer(reports, note, correct, message, config, checks,
                                            figures)
-    correctness = all_or_nothing(item_id, config, correct, message, checks=checks,
-                                 figures=figures)
+        if before and not correct:  # a finding that fails the item fails all of it
+            integrity = integrity or message
+    correctness = graded_item(item_id, config, outcomes, message, integrity, checks=checks,
+                              figures=figures)
     if verdicts is not None:
         verdicts.record(kernel, correct, written)
         return [correctness]  # the timed task of the submission gives the speed item

@@ -92,6 +92,8 @@ def main(argv: list[str]) -> int:
         gemm.run(ctx)
     elif kind in ("net_units", "net_train"):
         (net.run_units if kind == "net_units" else net.run_training)(ctx)
+    elif kind == "net_speed":
+        net.run_speed(ctx)
     else:
         raise ValueError(f"unknown job kind {kind!r}")
     mark("end")
