@@ -1,0 +1,136 @@
+"""The thin-product kernels (nnkit/gemm_thin.py) and the rule that picks them
+(nnkit/thin_dispatch.py): awkward shapes and layouts under the simulator's race and index
+checker, each result held to the kit's float32 bound (nnkit.gemm_reference)."""
+
+import numpy as np
+import pytest
+
+from nnkit import gemm_thin
+from nnkit.backend import select, to_device, to_host
+from nnkit.gemm import gemm
+from nnkit.gemm_reference import error_bound, random_operands, reference
+from nnkit.thin_dispatch import COLUMNS, OUTER, ROWS, THIN, TILED, ThinKernels, plan, with_thin
+
+
+def _check_clean(launch, M, N, K, trans_a=False, trans_b=False, alpha=2.0, beta=5.0):
+    """The result within the float32 bound, A and B unchanged and, in the simulator, no
+    race, uninitialised shared read or negative index."""
+    A, B, C = random_operands(M, N, K, seed=M * 131 + N * 17 + K, trans_a=trans_a,
+                              trans_b=trans_b)
+    if beta == 0.0:
+        C[:] = np.nan  # output only: an element never written stays NaN and fails
+    opA, opB = (A.T if trans_a else A), (B.T if trans_b else B)
+    expected, bound = reference(opA, opB, C, alpha, beta), error_bound(opA, opB, C, alpha, beta)
+    dA, dB, dC = to_device(A), to_device(B), to_device(C)
+    if select().on_gpu:
+        gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
+    else:
+        from grader.worker import simcheck
+
+        with simcheck.instrument() as findings:
+            gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
+        assert list(findings) == [], [f.describe() for f in findings]
+    got = to_host(dC)
+    assert np.all(np.abs(got - expected) <= bound), np.nanmax(np.abs(got - expected) / bound)
+    assert np.array_equal(to_host(dA), A) and np.array_equal(to_host(dB), B)
+
+
+# --- the rule ---------------------------------------------------------------------------
+
+
+def _operands(M, N, K, trans_a=False, trans_b=False):
+    A, B, C = random_operands(M, N, K, seed=0, trans_a=trans_a, trans_b=trans_b)
+    return (A.T if trans_a else A), (B.T if trans_b else B), C
+
+
+@pytest.mark.parametrize("shape, trans_a, trans_b, expected", [
+    ((800, 10, 1024), False, True, (ROWS, False)),     # forward: Z = A W^T
+    ((10, 1024, 800), True, False, (COLUMNS, False)),  # dW = dZ^T A
+    ((800, 1024, 10), False, False, (OUTER, False)),   # dA = dZ W
+    ((800, 1024, 784), False, True, (TILED, False)),   # the hidden layer: tiles
+    ((800, 10, 1024), True, False, (COLUMNS, True)),   # thin N, A contiguous along M
+    ((10, 1024, 800), False, True, (ROWS, True)),      # thin M, B contiguous along K
+    ((THIN + 1, THIN + 1, THIN + 1), False, False, (TILED, False)),
+    ((THIN, 1000, THIN), False, False, (COLUMNS, False)),
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) and len(v) == 3 else None)
+def test_plan_picks_the_kernel_whose_reads_are_contiguous(shape, trans_a, trans_b, expected):
+    assert plan(*_operands(*shape, trans_a, trans_b)) == expected
+
+
+def test_dispatch_hands_the_transposed_problem_over():
+    calls = []
+
+    def recorder(name):
+        def launch(A, B, C, alpha, beta):
+            calls.append((name, A.shape, B.shape, C.shape, C.strides))
+        return launch
+
+    thin = ThinKernels(recorder(ROWS), recorder(COLUMNS), recorder(OUTER))
+    launch = with_thin(recorder(TILED), thin)
+    A, B, C = _operands(40, 5, 30, trans_a=True)
+    launch(A, B, C, 1.0, 0.0)
+    assert calls == [(COLUMNS, (5, 30), (30, 40), (5, 40), C.T.strides)]
+    launch(*_operands(40, 50, 30), 1.0, 0.0)
+    assert calls[-1][0] == TILED
+
+
+# --- the kernels in the simulator (or on a GPU) -------------------------------------------
+
+AWKWARD = [  # M, N, K, trans_a, trans_b, beta
+    (1, 1, 1, False, False, 5.0),
+    (67, 10, 17, False, True, 0.0),   # the forward's layout
+    (17, 1, 67, True, False, -2.0),
+    (67, 16, 10, True, True, 5.0),
+]
+
+
+@pytest.mark.parametrize("case", AWKWARD, ids=lambda c: "x".join(map(str, c[:3])))
+def test_rows_kernel(case):
+    _check_clean(gemm_thin.rows_gemm, *case[:5], beta=case[5])
+
+
+@pytest.mark.parametrize("case", [(N, M, K, ta, tb, beta) for M, N, K, ta, tb, beta in AWKWARD],
+                         ids=lambda c: "x".join(map(str, c[:3])))
+def test_columns_kernel(case):
+    _check_clean(gemm_thin.columns_gemm, *case[:5], beta=case[5])
+
+
+def test_columns_kernel_splits_k_and_adds_the_shares_up():
+    # 600 = three shares of 200 along K: partial sums in the workspace, then one more launch.
+    assert gemm_thin.splits(600) == 3
+    _check_clean(gemm_thin.columns_gemm, 10, 17, 600, True, False, beta=5.0)
+
+
+@pytest.mark.parametrize("case", [
+    (1, 1, 1, False, False, 5.0),
+    (67, 130, 10, False, False, 0.0),  # the backward's dA: two blocks across N, five down M
+    (17, 67, THIN, True, True, -2.0),
+    (10, 1, 3, False, True, 5.0),
+], ids=lambda c: "x".join(map(str, c[:3])))
+def test_outer_kernel(case):
+    _check_clean(gemm_thin.outer_gemm, *case[:5], beta=case[5])
+
+
+def test_kernels_refuse_what_they_cannot_compute():
+    A, B, C = (to_device(X) for X in random_operands(THIN + 1, THIN + 1, THIN + 1, seed=1))
+    for launch in (gemm_thin.rows_gemm, gemm_thin.columns_gemm, gemm_thin.outer_gemm):
+        with pytest.raises(ValueError, match=f"at most {THIN}"):
+            launch(A, B, C, 1.0, 0.0)
+
+
+def _no_tiles(A, B, C, alpha, beta):
+    raise AssertionError(f"a thin product reached the tiled kernel: C is {C.shape}")
+
+
+NUMBA_THIN = ThinKernels(gemm_thin.rows_gemm, gemm_thin.columns_gemm, gemm_thin.outer_gemm)
+
+
+@pytest.mark.parametrize("case", [
+    (67, 10, 17, False, True, 0.0),   # forward of the output layer
+    (10, 17, 67, True, False, 5.0),   # its dW (beta = lambda)
+    (67, 17, 10, False, False, 0.0),  # its dA
+    (67, 10, 17, True, False, 5.0),   # thin N with A contiguous along M: columns on C^T
+    (10, 17, 67, False, True, -2.0),  # thin M with B contiguous along K: rows on C^T
+], ids=lambda c: "x".join(map(str, c[:3])) + "tn"[c[3]] + "tn"[c[4]])
+def test_dispatch_computes_every_thin_product(case):
+    _check_clean(with_thin(_no_tiles, NUMBA_THIN), *case[:5], beta=case[5])
