@@ -28,8 +28,7 @@ which layout is nnkit.thin_dispatch's business. The three designs:
 import numpy as np
 
 from nnkit.backend import cuda, empty
-
-THIN = 16  # the largest thin dimension; the kernels' per-thread arrays have this size
+from nnkit.thin_dispatch import THIN  # the per-thread arrays' size: the largest thin dimension
 
 ROW_WARPS = 8  # rows_gemm: rows of C (one warp each) per block
 COL_X = 32  # columns_gemm: columns of C per block (one warp wide)

@@ -26,7 +26,7 @@ from typing import Any
 
 from nnkit.gemm import Launcher
 
-THIN = 16  # as nnkit.gemm_thin.THIN and sgemm_thin.cu's THIN
+THIN = 16  # the kernels' own arrays have this size (sgemm_thin.cu repeats it)
 
 TILED, ROWS, COLUMNS, OUTER = "tiled", "rows", "columns", "outer"
 
