@@ -134,3 +134,37 @@ NUMBA_THIN = ThinKernels(gemm_thin.rows_gemm, gemm_thin.columns_gemm, gemm_thin.
 ], ids=lambda c: "x".join(map(str, c[:3])) + "tn"[c[3]] + "tn"[c[4]])
 def test_dispatch_computes_every_thin_product(case):
     _check_clean(with_thin(_no_tiles, NUMBA_THIN), *case[:5], beta=case[5])
+
+
+def test_gemm_names_pick_the_thin_dispatch():
+    from nnkit.submission import NAMED
+    from nnkit.training import GEMM_CHOICES, make_launcher
+
+    assert {"hierarchical+thin", "register+thin", "cuda-c", "cuda-c+thin"} <= set(GEMM_CHOICES)
+    assert make_launcher("hierarchical+thin", NAMED["solution"]).__name__ == (
+        "gemm_hierarchical_with_thin")
+    assert make_launcher("hierarchical", NAMED["solution"]).__name__ == "gemm_hierarchical"
+    with pytest.raises(ValueError, match="unknown GEMM"):
+        make_launcher("cublas+thin", NAMED["solution"])
+
+
+@pytest.mark.slow
+def test_solution_network_trains_on_version_4_with_thin_products(tmp_path):
+    """Hidden 20: the hidden layer's products go to version 4's tiles, the output layer's
+    to the thin kernels; one epoch ends where the CPU reference does (relative max-norm
+    <= 1e-4, the grader's agreement bound, net.agreement)."""
+    from tests.conftest import run_kit
+
+    small = ["--data", "sample", "--limit", "60", "--pool", "4", "--hidden", "20",
+             "--batch", "25", "--epochs", "1"]
+    saved = {}
+    for name, impl in (("reference", []), ("thin", ["--impl", "solution", "--gemm",
+                                                    "hierarchical+thin"])):
+        saved[name] = tmp_path / f"{name}.npz"
+        result = run_kit("nnkit", "train", *impl, *small, "--save", str(saved[name]))
+        assert result.returncode == 0, result.stderr[-2000:]
+    with np.load(saved["reference"]) as ref, np.load(saved["thin"]) as got:
+        for key in ("W1", "b1", "W2", "b2"):
+            expected = ref[key].astype(np.float64)
+            error = np.abs(got[key] - expected).max() / np.abs(expected).max()
+            assert error <= 1e-4, (key, error)
