@@ -168,3 +168,29 @@ def test_solution_network_trains_on_version_4_with_thin_products(tmp_path):
             expected = ref[key].astype(np.float64)
             error = np.abs(got[key] - expected).max() / np.abs(expected).max()
             assert error <= 1e-4, (key, error)
+
+
+@pytest.mark.slow
+def test_numba_kernels_keep_their_arrays_in_registers():
+    """Where the CUDA toolkit is installed: ptxas reports no stack frame for any thin kernel
+    (the THIN-sized per-thread arrays, indexed only by unrolled loops, are registers)."""
+    import os
+    import re
+    import shutil
+    from pathlib import Path
+
+    from tests.conftest import run_kit
+
+    home = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
+    if not (home / "bin" / "ptxas").is_file() and not shutil.which("ptxas"):
+        pytest.skip("no CUDA toolkit (ptxas) here")
+    result = run_kit("nnkit.ptxas_report", "--thin",
+                     env={"NUMBA_ENABLE_CUDASIM": "0", "CUDA_HOME": str(home)})
+    if "NVVM" in result.stderr:
+        pytest.skip("the CUDA toolkit here has no libNVVM")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["rows_kernel", "columns_kernel",
+                                                   "finish_kernel", "outer_kernel"]
+    for line in lines:
+        assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores", line), line
