@@ -194,3 +194,18 @@ def test_numba_kernels_keep_their_arrays_in_registers():
                                                    "finish_kernel", "outer_kernel"]
     for line in lines:
         assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores", line), line
+
+
+def test_bench_gemm_checks_and_times_thin_variants(tmp_path):
+    import json
+
+    from nnkit.bench_gemm import main
+
+    out = tmp_path / "b.json"
+    assert main(["--shapes", "12x10x20", "--kernels", "register+thin,cuda-c+thin",
+                 "--repeats", "1", "--json", str(out)]) == 0
+    rows = {r["kernel"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["register+thin"]["status"] == "ok"
+    assert ("cuda-c+thin" in rows) == select().on_gpu
+    with pytest.raises(SystemExit):
+        main(["--kernels", "cublas+thin"])
