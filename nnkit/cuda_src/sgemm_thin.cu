@@ -19,6 +19,9 @@ constexpr int OUTER_X = 128;
 constexpr int OUTER_ROWS = 16;
 constexpr int FINISH_THREADS = 256;
 
+// NVRTC compiles without the CUDA runtime's headers: no min() to rely on.
+__device__ __forceinline__ int smaller(int a, int b) { return a < b ? a : b; }
+
 // D = alpha * s + beta * C at p, without reading C when beta == 0 (it may hold NaN).
 __device__ __forceinline__ void store(float* p, float s, float alpha, float beta) {
     *p = beta != 0.0f ? fmaf(beta, *p, alpha * s) : alpha * s;
@@ -70,7 +73,7 @@ thin_columns(int M, int N, int K, float alpha, const float* __restrict__ A, int 
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int n = blockIdx.x * COL_X + tx;
     const int k_start = blockIdx.y * chunk;
-    const int k_end = min(k_start + chunk, K);
+    const int k_end = smaller(k_start + chunk, K);
     float acc[THIN];
 #pragma unroll
     for (int i = 0; i < THIN; ++i) acc[i] = 0.0f;
@@ -124,7 +127,7 @@ thin_outer(int M, int N, int K, float alpha, const float* __restrict__ A, int sA
 #pragma unroll
     for (int k = 0; k < THIN; ++k) b[k] = k < K ? B[k * sBk + n * sBn] : 0.0f;
     const int m_start = blockIdx.y * OUTER_ROWS;
-    const int m_end = min(m_start + OUTER_ROWS, M);
+    const int m_end = smaller(m_start + OUTER_ROWS, M);
     for (int m = m_start; m < m_end; ++m) {
         float s = 0.0f;
 #pragma unroll

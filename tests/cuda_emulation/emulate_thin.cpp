@@ -39,7 +39,6 @@ std::vector<Warp>* warps = nullptr;
 #define __shared__ static
 #define __launch_bounds__(...)
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
-using std::min;
 
 inline float __shfl_xor_sync(unsigned, float v, int offset) {
     const unsigned linear = threadIdx.y * blockDim.x + threadIdx.x;
