@@ -38,6 +38,7 @@ MAX_SPLITS = 64  # columns_gemm: at most this many shares of K (workspace S x M 
 OUTER_X = 128  # outer_gemm: columns of C per block
 OUTER_ROWS = 16  # outer_gemm: rows of C per block
 FINISH_THREADS = 256
+GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y
 
 
 @cuda.jit
@@ -200,4 +201,6 @@ def outer_gemm(A, B, C, alpha: float, beta: float) -> None:
     if M == 0 or N == 0:
         return
     grid = (-(-N // OUTER_X), -(-M // OUTER_ROWS))
+    if grid[1] > GRID_Y_MAX:
+        raise ValueError(f"M = {M}: more than {GRID_Y_MAX} blocks of {OUTER_ROWS} rows")
     outer_kernel[grid, OUTER_X](A, B, C, np.float32(alpha), np.float32(beta))

@@ -116,6 +116,11 @@ def test_kernels_refuse_what_they_cannot_compute():
     for launch in (gemm_thin.rows_gemm, gemm_thin.columns_gemm, gemm_thin.outer_gemm):
         with pytest.raises(ValueError, match=f"at most {THIN}"):
             launch(A, B, C, 1.0, 0.0)
+    tall = 65535 * gemm_thin.OUTER_ROWS + 1  # one block row past CUDA's grid limit
+    A, B, C = (to_device(np.zeros(shape, np.float32)) for shape in ((tall, 1), (1, 1),
+                                                                     (tall, 1)))
+    with pytest.raises(ValueError, match="65535 blocks"):
+        gemm_thin.outer_gemm(A, B, C, 1.0, 0.0)
 
 
 def _no_tiles(A, B, C, alpha, beta):
