@@ -2,7 +2,7 @@
 against PyTorch running the same network in the same process.
 
     python -m nnkit bench-train [--impl solution] [--batches 128,800,3200] [--hidden 1024]
-                                [--gemms naive,register,register+thin,...]
+                                [--gemms naive,register,register+thin,...] [--products]
 
 Every implementation trains the same 784-hidden-10 network (sigmoid, softmax with
 cross-entropy, L2 1e-4, plain SGD) from the same initial weights on the same data, already
@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3, help="epochs per run, the first not counted")
     p.add_argument("--data", default=None, help="MNIST folder (default data/mnist)")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--products", action="store_true",
+                   help="also time the network's five GEMM products one by one, per GEMM "
+                        "(nnkit/bench_products.py)")
     args = p.parse_args(argv)
     gemms = [g.strip() for g in args.gemms.split(",") if g.strip()]
     choices = [g for g in GEMM_CHOICES if g != "host"]  # the host stands in for the simulator
@@ -162,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows, f"Seconds per epoch, {len(data.train)} images, "
                              f"784-{args.hidden}-10, lr {LR}, lambda {LAM}, "
                              f"{args.epochs} epochs, on {select().describe()}"))
+    report: dict = {"epochs": rows}
+    if args.products:
+        from nnkit.bench_products import format_products, measure
+
+        report["products"] = [r for batch in args.batches.split(",")
+                              for r in measure(folder, gemms, int(batch), args.hidden)]
+        print()
+        print(format_products(report["products"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps(report if args.products else rows, indent=2))
     return 0

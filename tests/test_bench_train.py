@@ -50,3 +50,35 @@ def test_table_marks_failures_and_missing_ratios():
     assert table[0] == "title" and "x PyTorch" in table[1]
     assert table[3].split() == ["800", "solution+cuda-c+thin", "0.0400", "0.80", "3.0e-07"]
     assert table[4].split() == ["800", "solution+naive", "failed", "-", "-"]
+
+
+def test_products_are_the_networks_with_its_layouts():
+    from nnkit.bench_products import format_products, measure, products
+    from nnkit.submission import NAMED
+
+    shapes = {name: (a, ta, b, tb) for name, a, ta, b, tb in products(3200, 1024)}
+    assert shapes["Z1 = X W1^T"] == ((3200, 784), False, (1024, 784), True)
+    assert shapes["Z2 = A1 W2^T"] == ((3200, 1024), False, (10, 1024), True)
+    assert shapes["dW2 = dZ2^T A1"] == ((3200, 10), True, (3200, 1024), False)
+    assert shapes["dA1 = dZ2 W2"] == ((3200, 10), False, (10, 1024), False)
+    assert shapes["dW1 = dZ1^T X"] == ((3200, 1024), True, (3200, 784), False)
+    rows = measure(NAMED["solution"], ["host", "cuda-c"], batch=20, hidden=12, repeats=1,
+                   features=20)
+    assert [r["shape"] for r in rows if r["gemm"] == "host"] == [
+        "20x12x20", "20x10x12", "10x12x20", "20x12x10", "12x20x20"]
+    assert all(r["status"] == "ok" and r["seconds"] > 0 for r in rows if r["gemm"] == "host")
+    if not select().on_gpu:
+        assert all("needs a GPU" in r["status"] for r in rows if r["gemm"] == "cuda-c")
+    table = format_products(rows)
+    assert "ms, all five" in table and table.count("failed") == (0 if select().on_gpu else 1)
+
+
+@pytest.mark.slow
+def test_products_check_out_on_a_kit_version_with_thin_kernels():
+    from nnkit.bench_products import measure
+    from nnkit.submission import NAMED
+
+    # Hidden 12 and 20 features: every product is thin and small.
+    rows = measure(NAMED["solution"], ["register+thin"], batch=20, hidden=12, repeats=1,
+                   features=20)
+    assert len(rows) == 5 and all(r["status"] == "ok" for r in rows), rows
