@@ -82,3 +82,30 @@ def test_products_check_out_on_a_kit_version_with_thin_kernels():
     rows = measure(NAMED["solution"], ["register+thin"], batch=20, hidden=12, repeats=1,
                    features=20)
     assert len(rows) == 5 and all(r["status"] == "ok" for r in rows), rows
+
+
+def test_a_failing_gemm_leaves_a_row_and_the_run_goes_on(monkeypatch, tmp_path, capsys):
+    """The whole command with a stand-in for the GPU check: cuBLAS and CUDA C cannot run
+    here, so their rows say so, in the table and in the JSON."""
+    import json
+    import types
+
+    if select().on_gpu:
+        pytest.skip("on a GPU these GEMMs run")
+
+    def no_torch(*args, **kwargs):
+        raise ImportError
+
+    monkeypatch.setattr(bench_train, "select",
+                        lambda: types.SimpleNamespace(on_gpu=True, describe=lambda: "stand-in"))
+    monkeypatch.setattr(bench_train, "time_torch", no_torch)
+    out = tmp_path / "b.json"
+    assert bench_train.main(["--gemms", "cublas,cuda-c", "--batches", "250", "--hidden", "8",
+                             "--epochs", "2", "--data", "sample", "--products",
+                             "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "solution+cuda-c                 failed" in printed
+    report = json.loads(out.read_text())
+    assert [r["seconds_per_epoch"] for r in report["epochs"]] == [None, None]
+    assert len(report["products"]) == 10
+    assert all("needs a GPU" in r["status"] for r in report["products"])
