@@ -25,7 +25,8 @@ from nnkit.progress import Progress
 from nnkit.submission import load_function
 
 # A kernel's name with THIN_SUFFIX: products with a dimension of at most 16 (the output
-# layer's) go to kernels made for them (nnkit.thin_dispatch), the others to that kernel.
+# layer's) go to kernels made for them (nnkit.thin_dispatch), the others to that kernel
+# (cuda-c+thin: with transposed views copied to rows first, which version 5 reads fastest).
 THIN_SUFFIX = "+thin"
 CUDA_C = "cuda-c"  # version 5, nnkit/gemm_cuda.py (GPU with CuPy only)
 GEMM_CHOICES = (*KERNELS, CUDA_C, *(f"{k}{THIN_SUFFIX}" for k in (*KERNELS, CUDA_C)),
@@ -139,7 +140,9 @@ def make_launcher(kernel: str, folder: Path) -> Callable:
     if base == CUDA_C:
         from nnkit import gemm_cuda, gemm_cuda_thin
 
-        launch = gemm_cuda.gemm_cuda
+        # With +thin, the network's whole GEMM on version 5: its tiles get row-major
+        # operands (transposed views copied first), thin products the thin kernels.
+        launch = gemm_cuda_thin.rowmajor_gemm_cuda if thin else gemm_cuda.gemm_cuda
         kernels = thin_dispatch.ThinKernels(gemm_cuda_thin.rows_gemm,
                                             gemm_cuda_thin.columns_gemm,
                                             gemm_cuda_thin.outer_gemm)
