@@ -165,7 +165,8 @@ def test_gpu_kernels(case):
     (3200, 10, 1024, 1.0, 0.0, False, True),     # the network's three thin products
     (10, 1024, 3200, 1.0, 1e-4, True, False),
     (3200, 1024, 10, 1.0, 0.0, False, False),
-    (3200, 1024, 784, 1.0, 0.0, False, True),    # and a tiled one
+    (3200, 1024, 784, 1.0, 0.0, False, True),    # and the two tiled ones
+    (1024, 784, 3200, 1.0, 1e-4, True, False),
     (67, 10, 17, 2.0, 5.0, True, False),         # transposed problems
     (10, 17, 67, 2.0, -2.0, False, True),
 ], ids=lambda c: "x".join(map(str, c[:3])) + "tn"[c[5]] + "tn"[c[6]])
