@@ -214,3 +214,33 @@ def test_bench_gemm_checks_and_times_thin_variants(tmp_path):
     assert ("cuda-c+thin" in rows) == select().on_gpu
     with pytest.raises(SystemExit):
         main(["--kernels", "cublas+thin"])
+
+
+@pytest.mark.parametrize("launch", [gemm_thin.rows_gemm, gemm_thin.columns_gemm,
+                                    gemm_thin.outer_gemm], ids=lambda f: f.__name__)
+def test_strided_views_leave_the_border_alone(launch):
+    """A, B, C inside larger arrays (NaN around A and B, a sentinel around C): read and
+    written through their strides, nothing outside C touched."""
+    M, N, K = 10, 9, 13
+    A, B, C = random_operands(M, N, K, seed=9)
+    bufs = [np.full((r + 2, c + 3), fill, np.float32)
+            for (r, c), fill in zip((A.shape, B.shape, C.shape), (np.nan, np.nan, 7.0),
+                                    strict=True)]
+    for buf, X in zip(bufs, (A, B, C), strict=True):
+        buf[1:-1, 1:-2] = X
+    devices = [to_device(b) for b in bufs]
+    views = [d[1:-1, 1:-2] for d in devices]
+    if select().on_gpu:
+        launch(*views, 2.0, 5.0)
+    else:
+        from grader.worker import simcheck
+
+        with simcheck.instrument() as findings:
+            launch(*views, 2.0, 5.0)
+        assert list(findings) == [], [f.describe() for f in findings]
+    after = to_host(devices[2])
+    expected, bound = reference(A, B, C, 2.0, 5.0), error_bound(A, B, C, 2.0, 5.0)
+    assert np.all(np.abs(after[1:-1, 1:-2] - expected) <= bound)
+    border = after.copy()
+    border[1:-1, 1:-2] = 7.0
+    assert np.all(border == 7.0)
