@@ -40,6 +40,7 @@ from grader.pipeline import (
 from grader.reports import report
 from grader.results import SubmissionResult
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
+from grader.selection import Selection
 from grader.submissions import Submission, resolve
 from nnkit.backend import BackendError, select
 from nnkit.gemm import BONUS_KERNELS, KERNELS
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")
+    parser.add_argument("--function", default=None,
+                        help="a quick check: grade only the item of this Part 2 or Part 3 "
+                             "function and show only its checks (make check FUNCTION=...)")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
     parser.add_argument("--manual", type=Path, default=None,
@@ -119,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if not parts or any(p not in PARTS for p in parts):
         parser.error(f"--parts: choose from {', '.join(PARTS)}")
+    try:
+        selection = Selection(args.function, solution=NAMED["solution"].is_dir())
+    except ValueError as err:
+        parser.error(f"--function: {err} (GEMM kernels: --parts gemm --kernels naive)")
+    if selection.part is not None:
+        parts = [selection.part]
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
@@ -144,11 +154,11 @@ def main(argv: list[str] | None = None) -> int:
               "them out unless [bonus] enabled = true or --bonus", file=sys.stderr)
     runner.reset()
     with Stop() as stop:
-        return _grade(args, parts, kernels, config, backend, stop)
+        return _grade(args, parts, kernels, config, backend, stop, selection)
 
 
 def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], config: Config,
-           backend, stop: Stop) -> int:
+           backend, stop: Stop, selection: Selection) -> int:
     submissions = _submissions(args)
     book = report.Gradebook(args.out)
     grades = None
@@ -182,7 +192,7 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         workroot = Path(tmp)
         try:
             stop.unwind = True
-            refs = references(parts, config, workroot, slots)
+            refs = references(parts, config, workroot, slots, selection)
             stop.unwind = False
         except (gemm_part.ReferenceError, RuntimeError) as err:
             print(f"grader: {safe_io.clean_text(err, 2000)}", file=sys.stderr)
@@ -191,7 +201,7 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
             stop.unwind = False
         if stop.signum is None:
             results = grade_all(submissions, parts, kernels, config, backend, refs,
-                                workroot, slots, jobs, book, stop)
+                                workroot, slots, jobs, book, stop, selection)
     if grades is not None and stop.signum is None:
         write_feedback(manual.merge_into(book, grades, config), args.out)
     book.write_csv()  # also when nothing finished: the book as it stands

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from grader.parts import net as net_part
 from grader.reports import report
 from grader.results import FAIL, NOT_GRADED, ItemResult, SubmissionResult
 from grader.scoring import Config
+from grader.selection import EVERYTHING, Selection
 from grader.submissions import Submission
 from nnkit.progress import Progress
 
@@ -89,17 +90,20 @@ def net_speed_references(config: Config, workroot: Path, slots: gpus.GpuSlots,
 
 
 def references(parts: list[str], config: Config, workroot: Path,
-               slots: gpus.GpuSlots | None) -> dict:
-    """What every submission is measured against, computed once per grading run."""
+               slots: gpus.GpuSlots | None, selection: Selection = EVERYTHING) -> dict:
+    """What every submission is measured against, computed once per grading run: only
+    what the selected items need."""
     on_gpu = slots is not None
     refs: dict = {"gemm": None, "net": None, "net_speed": None, "mpi": None}
-    if "gemm" in parts and slots is not None:
+    parts = [p for p in parts if selection.needs_reference(p)]
+    if "gemm" in parts and slots is not None and selection.solution:
         refs["gemm"] = gemm_references(config, workroot, slots)
     if "net" in parts:
         plan = net_part.training_plan(on_gpu)
         print(f"Training the CPU reference network: {plan.description} ...", file=sys.stderr)
         refs["net"] = net_part.reference_or_error(on_gpu)
-        if slots is not None and refs["net"].plan.data["source"] != net_part.dataset.SAMPLE:
+        if (slots is not None and selection.solution
+                and refs["net"].plan.data["source"] != net_part.dataset.SAMPLE):
             refs["net_speed"] = net_speed_references(config, workroot, slots, refs["net"])
     if "mpi" in parts:
         print("Training the CPU reference for Part 3 (one process, and the serial model "
@@ -109,7 +113,22 @@ def references(parts: list[str], config: Config, workroot: Path,
 
 
 def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, config: Config,
-          on_gpu: bool, refs: dict, slots: gpus.GpuSlots | None = None) -> list[Task]:
+          on_gpu: bool, refs: dict, slots: gpus.GpuSlots | None = None,
+          selection: Selection = EVERYTHING) -> list[Task]:
+    """The tasks of one submission; with a selection that narrows the run, only those
+    deciding its items, each keeping only what the selection shows."""
+    found = every_task(parts, kernels, folder, workroot, config, on_gpu, refs, slots)
+    if selection == EVERYTHING:
+        return found
+    if selection.item is not None:
+        found = [replace(t, item_ids=[selection.item]) for t in found
+                 if selection.item in t.item_ids]
+    return [replace(t, run=lambda run=t.run: selection.keep(run())) for t in found]
+
+
+def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Path,
+               config: Config, on_gpu: bool, refs: dict,
+               slots: gpus.GpuSlots | None) -> list[Task]:
     found = []
     if "gemm" in parts and refs["gemm"] and kernels:
         # On a GPU: the correctness tasks first, then one timed task for the kernels
@@ -249,7 +268,7 @@ class Interrupted(Exception):
     pass
 
 
-def _zero(item_id: str, config: Config, on_gpu: bool, why: str) -> ItemResult:
+def nothing_to_grade(item_id: str, config: Config, on_gpu: bool, why: str) -> ItemResult:
     """An item of a submission with nothing to grade: zero, or not graded where this run
     grades it for nobody (speed without a GPU)."""
     if item_id.endswith(".performance") and not on_gpu:
@@ -262,14 +281,14 @@ def _zero(item_id: str, config: Config, on_gpu: bool, why: str) -> ItemResult:
 def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str],
               config: Config, backend, references: dict, workroot: Path,
               slots: gpus.GpuSlots | None, jobs: int, book: report.Gradebook,
-              stop: Stop) -> list[SubmissionResult]:
+              stop: Stop, selection: Selection = EVERYTHING) -> list[SubmissionResult]:
     """Every task of every submission; each submission's reports are written as soon as
     its last task is done. Returns the results of the submissions finished."""
     plan: dict[str, list[Task]] = {}
     for sub in submissions:
         plan[sub.name] = tasks(parts, kernels, sub.folder or workroot / "missing",
                                workroot / report.safe_name(sub.name), config,
-                               backend.on_gpu, references, slots)
+                               backend.on_gpu, references, slots, selection)
     items: dict[str, dict[str, list[ItemResult]]] = {sub.name: {} for sub in submissions}
     results: list[SubmissionResult] = []
 
@@ -292,8 +311,9 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
                   f"{book.out}/ is kept ({sub.problem})", file=sys.stderr)
         elif sub.problem:  # nothing to grade: every item zero, with the reason
             for task in plan[sub.name]:
-                items[sub.name][task.name] = [_zero(i, config, backend.on_gpu, sub.problem)
-                                              for i in task.item_ids]
+                items[sub.name][task.name] = [
+                    nothing_to_grade(i, config, backend.on_gpu, sub.problem)
+                    for i in task.item_ids]
             finish(sub)
         else:
             todo += [(sub, task) for task in plan[sub.name]]

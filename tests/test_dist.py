@@ -16,9 +16,8 @@ from grader.course import dist
 from grader.course.hidden import HIDDEN
 from grader.course.stubgen import stub_source
 from grader.parts import gemm as part1
-from grader.parts import net as net_part
-from grader.results import NOT_GRADED, ItemResult
-from grader.student import NO_SOLUTION, without_solution
+from grader.results import NOT_GRADED
+from grader.selection import EVERYTHING, NO_SOLUTION, Selection
 from nnkit.checks import VISIBLE, check
 from nnkit.submission import NAMED, load_function
 from tests.conftest import KIT_ROOT
@@ -150,17 +149,15 @@ def test_make_test_in_the_unpacked_distribution(unpacked):
         check("add_bias", load_function(unpacked / "starter", "net_1_kernels", "add_bias"))
 
 
-def test_student_check_says_why_speed_is_not_graded(monkeypatch):
-    # Restored after the test: without_solution() patches the grader in this process.
-    monkeypatch.setattr(part1, "performance_item", part1.performance_item)
-    monkeypatch.setattr(part1, "measure_reference", part1.measure_reference)
-    monkeypatch.setattr(net_part, "speed_item", net_part.speed_item)
-    monkeypatch.setattr(net_part, "measure_speed_reference", net_part.measure_speed_reference)
-    without_solution()
-    assert part1.measure_reference(None, None) is None
-    item = part1.performance_item("naive", True, None, [], _Config(), None)
-    assert isinstance(item, ItemResult) and item.status == NOT_GRADED
-    assert item.message == NO_SOLUTION
+def test_student_check_says_why_speed_is_not_graded():
+    """Without solution/ (the student kit), a speed item left ungraded on a GPU for want
+    of the solution's timing says where to time one's own; without a GPU it says so."""
+    on_gpu = part1.performance_item("naive", True, None, [], _Config(), None, on_gpu=True)
+    no_gpu = part1.performance_item("naive", True, None, [], _Config(), None)
+    kit = Selection(solution=False)
+    assert [i.message for i in kit.keep([on_gpu, no_gpu])] == [NO_SOLUTION, no_gpu.message]
+    assert on_gpu.status == NOT_GRADED and "no GPU" in no_gpu.message
+    assert EVERYTHING.keep([on_gpu]) == [on_gpu]  # the instructors' kit: untouched
 
 
 class _Config:

@@ -57,7 +57,7 @@ def test_the_training_task_decides_it_and_a_missing_submission_leaves_it_ungrade
     tasks = pipeline.tasks(["net"], [], tmp_path, tmp_path, CONFIG, False, refs)
     training = next(t for t in tasks if t.name == "net training")
     assert ITEM in training.item_ids
-    item = pipeline._zero(ITEM, CONFIG, False, "no such folder")
+    item = pipeline.nothing_to_grade(ITEM, CONFIG, False, "no such folder")
     assert (item.points, item.status) == (None, NOT_GRADED)
 
 
@@ -181,17 +181,13 @@ def test_on_a_gpu_the_solution_earns_the_speed_points_and_a_slower_network_less(
     assert starter["points"] == 0 and "not timed" in starter["message"]
 
 
-def test_the_student_kit_says_why_the_networks_speed_is_not_graded(tmp_path, monkeypatch):
+def test_the_student_kit_says_why_the_networks_speed_is_not_graded(tmp_path):
     """Without solution/ (the student kit) nothing times the solution's network: on a GPU
     the item says where to time one's own, and the run goes on."""
-    from grader import student
-    from grader.parts import gemm as part1
+    from grader.selection import NO_SOLUTION_NET, Selection
 
-    for module, name in ((net_part, "speed_item"), (net_part, "measure_speed_reference"),
-                         (part1, "performance_item"), (part1, "measure_reference")):
-        monkeypatch.setattr(module, name, getattr(module, name))
-    student.without_solution()
-    assert net_part.measure_speed_reference(CONFIG, tmp_path, _reference()) is None
-    item = _item(tmp_path, seconds=None)
-    assert (item.points, item.message) == (None, student.NO_SOLUTION_NET)
-    assert _item(tmp_path, on_gpu=False, seconds=None).message == net_part.NO_GPU
+    kit = Selection(solution=False)
+    item = kit.keep([_item(tmp_path, seconds=None)])[0]
+    assert (item.points, item.message) == (None, NO_SOLUTION_NET)
+    no_gpu = kit.keep([_item(tmp_path, on_gpu=False, seconds=None)])[0]
+    assert no_gpu.message == net_part.NO_GPU

@@ -28,7 +28,7 @@ QUICK = {"gemm": "make check PART=gemm KERNEL=<kernel>", "net": "make check PART
 def item_functions() -> dict[str, list[str]]:
     """Item id -> the student functions its checks call (training items: every function
     of the part, through the network or the training loop)."""
-    from grader.student import function_items
+    from grader.selection import function_items
 
     found: dict[str, list[str]] = {}
     for kernel in GEMM_FUNCTIONS:

@@ -28,6 +28,8 @@ from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
 
+NO_REFERENCE = "not graded: the solution's kernels were not timed in this run"
+
 
 class ReferenceError(RuntimeError):
     """The solution or cuBLAS failed while being timed as the reference."""
@@ -191,7 +193,8 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     if verdicts is not None:
         verdicts.record(kernel, correct, written)
         return [correctness]  # the timed task of the submission gives the speed item
-    return [correctness, performance_item(kernel, correct, None, [], config, reference)]
+    return [correctness, performance_item(kernel, correct, None, [], config, reference,
+                                          on_gpu=on_gpu)]
 
 
 class Verdicts:
@@ -331,12 +334,13 @@ def apply_sanitizer(reports: list[sanitizer.Report], note: str, correct: bool, m
 
 
 def performance_item(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
-                     reference: Reference | None, prefix: str = "") -> ItemResult:
+                     reference: Reference | None, prefix: str = "",
+                     on_gpu: bool = False) -> ItemResult:
     item_id = f"gemm.{kernel}.performance"
     title, max_points = config.title(item_id), config.points(item_id)
     if reference is None:
-        return ItemResult(item_id, title, max_points, None, NOT_GRADED,
-                          "not graded (no GPU): performance is graded on a GPU only")
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED, NO_REFERENCE if on_gpu
+                          else "not graded (no GPU): performance is graded on a GPU only")
     if not correct:
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
                           "not timed: the kernel must pass its correctness item first")
