@@ -116,13 +116,15 @@ bench-gemm: $(SETUP)
 bench-train: $(SETUP)
 	$(PY) -m nnkit bench-train --json results/bench_train.json
 
-# The mpiexec of the interpreter's environment (the MPICH wheel), else the PATH's (a site
-# MPI). Expanded when the recipe runs, after the environment exists.
-MPIEXEC ?= $(if $(wildcard $(dir $(PY))mpiexec),$(dir $(PY))mpiexec,mpiexec)
+# `nnkit mpirun` starts the job with the mpiexec of the interpreter's environment (the
+# MPICH wheel), else the PATH's (a site MPI), adding the flags Open MPI needs (as root, or
+# with more ranks than cores). MPIEXEC=path chooses another launcher.
+MPIEXEC ?=
 NP ?= 2
 train-mpi: $(SETUP)
 	@case "$(NP)" in ''|*[!0-9]*|0) echo "make train-mpi: NP must be a number of ranks, 1 or more (got '$(NP)')" >&2; exit 2;; esac
-	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
+	$(PY) -m nnkit mpirun -n $(NP) $(if $(MPIEXEC),--mpiexec $(MPIEXEC)) -- \
+	    $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
 
 # Where nvidia-smi exists, the device-resident engine (one GPU per rank, NCCL) at the two
 # configurations of the Part 3 handout; elsewhere, or with MPI_GPU=0, CPU ranks.
