@@ -103,3 +103,24 @@ def test_ring_figure_follows_the_handouts_schedule(p):
         assert {s.sent[r] for s in steps[:p - 1]} == set(range(p)) - {(r + 1) % p}
         assert {s.sent[r] for s in steps[p - 1:]} == set(range(p)) - {(r + 2) % p}
     assert all(chunk == everyone for row in steps[-1].held for chunk in row)
+
+
+def test_tiling_figure_uses_the_starters_tile_sizes():
+    """The register-tiling figure draws version 3 as starter/gemm_3_register.py sizes it."""
+    import ast
+
+    from grader.handouts.figures import tiling
+    from nnkit.submission import NAMED
+
+    tree = ast.parse((NAMED["starter"] / "gemm_3_register.py").read_text())
+    values: dict[str, int] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:  # module constants, possibly computed from earlier ones
+                values[node.targets[0].id] = eval(compile(ast.Expression(node.value), "",
+                                                          "eval"), {}, dict(values))
+            except NameError:
+                pass  # not a plain constant
+    assert (tiling.TILE_M, tiling.TILE_N, tiling.STEP_K) == \
+        (values["TILE_M"], values["TILE_N"], values["TILE_K"])
+    assert (values["THREADS_X"], values["THREADS_Y"]) == (16, 4)  # the (16, 4) block drawn

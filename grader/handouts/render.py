@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import jinja2
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -46,8 +47,16 @@ class Page:
 
 
 def parser() -> MarkdownIt:
-    """CommonMark with GitHub's tables, as the handouts are written for."""
-    return MarkdownIt("commonmark").enable("table")
+    """CommonMark with GitHub's tables, as the handouts are written for; every image is
+    also a link to itself, since a wide figure is scaled down to the text's width."""
+    md = MarkdownIt("commonmark").enable("table")
+    md.add_render_rule("image", _linked_image)
+    return md
+
+
+def _linked_image(self, tokens: list[Token], idx: int, options, env) -> str:
+    src = escapeHtml(str(tokens[idx].attrGet("src")))
+    return f'<a class="figure" href="{src}">{self.image(tokens, idx, options, env)}</a>'
 
 
 def slug(text: str) -> str:

@@ -60,16 +60,16 @@ def _colour(ranks: frozenset, p: int) -> str:
 def _panel(ax, held, p: int, title: str, sent: list[int] | None, fresh: set) -> None:
     """One state: a row per rank, a column per chunk; the chunks just received are framed
     in orange and the chunk each rank sent is marked with an arrow to the rank below."""
-    ax.set_xlim(-0.9, p + 1.0)
+    ax.set_xlim(-0.5, p + 1.0)
     ax.set_ylim(p + 0.1, -0.9)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=12)
     for c in range(p):
-        ax.text(c + 0.5, -0.35, CHUNKS[c], ha="center", va="center", fontsize=9,
+        ax.text(c + 0.5, -0.35, CHUNKS[c], ha="center", va="center", fontsize=11,
                 color="#555")
     for r in range(p):
-        ax.text(-0.45, r + 0.5, f"rank {r}", ha="right", va="center", fontsize=9)
+        ax.text(-0.1, r + 0.5, str(r), ha="right", va="center", fontsize=12)
         for c in range(p):
             ranks = held[r][c]
             complete = len(ranks) == p
@@ -78,7 +78,7 @@ def _panel(ax, held, p: int, title: str, sent: list[int] | None, fresh: set) -> 
                                    edgecolor=edge, linewidth=2.4 if (r, c) in fresh else 0.8))
             dark = complete or len(ranks) >= 3
             ax.text(c + 0.5, r + 0.5, _label(c, ranks, p), ha="center", va="center",
-                    fontsize=8.5, color="white" if dark else "#0d2238",
+                    fontsize=11, color="white" if dark else "#0d2238",
                     fontweight="bold" if complete else "normal")
     if sent:
         for r, c in enumerate(sent[:-1]):  # to the same chunk one rank down
@@ -90,7 +90,7 @@ def _panel(ax, held, p: int, title: str, sent: list[int] | None, fresh: set) -> 
                                      connectionstyle="arc3,rad=0.3", arrowstyle="-|>",
                                      mutation_scale=9, color="#ef6c00", linewidth=1.3))
         ax.text(p + 0.78, p / 2, f"{CHUNKS[sent[-1]]}: {p - 1} → 0", rotation=90,
-                ha="center", va="center", fontsize=8, color="#ef6c00")
+                ha="center", va="center", fontsize=10, color="#ef6c00")
 
 
 def _ring(ax, p: int) -> None:
@@ -101,7 +101,7 @@ def _ring(ax, p: int) -> None:
     ax.set_ylim(-1.6, 1.6)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title("the ring: r sends to r + 1", fontsize=10)
+    ax.set_title("the ring: rank r sends to r + 1", fontsize=12)
     where = [(math.sin(2 * math.pi * r / p), math.cos(2 * math.pi * r / p)) for r in range(p)]
     for r, (x, y) in enumerate(where):
         nx, ny = where[(r + 1) % p]
@@ -109,15 +109,15 @@ def _ring(ax, p: int) -> None:
                                      arrowstyle="-|>", mutation_scale=12, color="#ef6c00",
                                      shrinkA=16, shrinkB=16, linewidth=1.5))
         ax.add_patch(plt.Circle((x, y), 0.32, facecolor="#eceff1", edgecolor="#455a64"))
-        ax.text(x, y, str(r), ha="center", va="center", fontsize=12)
+        ax.text(x, y, str(r), ha="center", va="center", fontsize=14)
 
 
 def draw(path: Path, p: int = 4, dpi: int = 110) -> Path:
     steps = schedule(p)
-    fig, axes = plt.subplots(2, p, figsize=(3.3 * p, 7.6))
+    fig, axes = plt.subplots(2, p, figsize=(3.0 * p, 7.6))
     start = [[frozenset([r]) for _ in range(p)] for r in range(p)]
-    _panel(axes[0][0], start, p, "start: every rank holds its own values\n"
-           "of every chunk (A0: rank 0's chunk A)", None, set())
+    _panel(axes[0][0], start, p, "start: each rank's own values\n"
+           "(A0: rank 0's chunk A)", None, set())
     _ring(axes[1][0], p)
     for step in steps:
         ax = axes[0 if step.phase == "reduce-scatter" else 1][step.number + 1]
@@ -126,10 +126,10 @@ def draw(path: Path, p: int = 4, dpi: int = 110) -> Path:
                 else "sends (r + 1 − s) mod p, copies")
         _panel(ax, step.held, p, f"{step.phase}, step s = {step.number}\n{rule}",
                step.sent, fresh)
-    fig.suptitle(f"Ring all-reduce on p = {p} ranks: every rank sends 2(p − 1) chunks. "
-                 "B01 = chunk B summed over ranks 0 and 1; ΣB = the complete sum; "
-                 "orange frame: just received", fontsize=10.5)
-    fig.tight_layout(rect=(0, 0, 1, 0.95), h_pad=2.5)
+    fig.suptitle(f"Ring all-reduce on p = {p} ranks (rows: ranks 0 … {p - 1}; columns: "
+                 "chunks A, B, …)\nB01 = chunk B summed over ranks 0 and 1;  ΣB = the "
+                 "complete sum;  orange frame: just received", fontsize=13)
+    fig.tight_layout(rect=(0, 0, 1, 0.93), h_pad=2.0)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, metadata={"Software": None})
     plt.close(fig)

@@ -16,7 +16,7 @@ M, N, K = 48, 192, 24                  # the drawn matrices: 3 x 3 tiles, 6 step
 BLOCK = (1, 1)                         # (blockIdx.y, blockIdx.x) of the block shown
 STEP = 2                               # the step along K shown (k = 8 .. 11)
 THREAD = (1, 4)                        # (threadIdx.y, threadIdx.x) of the thread shown
-GAP = 6
+GAP = 9
 
 LIGHT, SHARED, REGISTERS, OWN = "#bbdefb", "#ffb74d", "#6a1b9a", "#1565c0"
 
@@ -60,13 +60,13 @@ def draw(path: Path, dpi: int = 110) -> Path:
     for x, y, w, h, name in ((ax_, ay, K, M, "A   (M × K)"), (bx_, by_, N, K, "B   (K × N)"),
                              (cx, cy, N, M, "C   (M × N)")):
         _box(ax, x, y, w, h, "none", "#263238", 1.4, z=5)
-        ax.text(x + w / 2, y + h + 2.2, name, ha="center", va="top", fontsize=11)
+        ax.text(x + w / 2, y + h + 2.2, name, ha="center", va="top", fontsize=13)
     # the step along K, on both operands
     ax.annotate(f"k = {k0} … {k0 + STEP_K - 1}", xy=(ax_ + k0 + STEP_K / 2, ay - 0.3),
-                xytext=(ax_ + k0 + STEP_K / 2, ay - 3.2), ha="center", fontsize=8.5,
+                xytext=(ax_ + k0 + STEP_K / 2, ay - 3.2), ha="center", fontsize=11,
                 arrowprops={"arrowstyle": "-[", "lw": 0.8})
     ax.annotate(f"thread t = {t}: column j = {j}", xy=(cx + j + 0.5, cy + row0 + TILE_M),
-                xytext=(cx + col0 + TILE_N + 8, cy + M + 2.2), fontsize=9, va="top",
+                xytext=(cx + col0 + TILE_N + 8, cy + M + 2.2), fontsize=11.5, va="top",
                 arrowprops={"arrowstyle": "->", "lw": 0.9})
     ax.set_xlim(-1, K + GAP + N + 1)
     ax.set_ylim(K + GAP + M + 6, -4.5)
@@ -84,10 +84,10 @@ def draw(path: Path, dpi: int = 110) -> Path:
         Patch(color=OWN, label=f"thread t's tile: one column of {TILE_M} sums of C, in "
                                "registers (cuda.local.array)"),
     ]
-    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(0.0, -0.01), fontsize=9,
+    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(0.0, -0.01), fontsize=11.5,
               frameon=False, ncol=1)
-    ax.set_title("Version 3, register blocking: t = threadIdx.y · 16 + threadIdx.x owns "
-                 "column j = blockIdx.x · 64 + t of the block's tile", fontsize=10.5)
+    ax.set_title("Version 3, register blocking: thread t = threadIdx.y · 16 + threadIdx.x "
+                 "owns\ncolumn j = blockIdx.x · 64 + t of its block's tile", fontsize=13)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, metadata={"Software": None}, bbox_inches="tight")
