@@ -81,15 +81,21 @@ def test_the_command_line_runs_the_launcher(tmp_path):
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 @pytest.mark.parametrize("makefile", ["Makefile", "grader/student_files/Makefile"])
 def test_make_train_mpi_goes_through_the_launcher(tmp_path, makefile):
-    """Both Makefiles: `make -n` shows the recipe; it starts `nnkit mpirun` with NP and
-    the chosen MPIEXEC, and NP=0 still stops make with its message."""
+    """Both Makefiles, run for real with an Open MPI mpiexec that only echoes: the job
+    starts through `nnkit mpirun` with NP and the chosen MPIEXEC, gets Open MPI's flags
+    (as root, --allow-run-as-root), and NP=0 still stops make with its message."""
+    fake = _fake_mpiexec(tmp_path, OPEN_MPI)
     path = KIT_ROOT / makefile
-    shown = subprocess.run(["make", "-n", "-f", str(path), "train-mpi", "NP=3",
-                            f"PY={sys.executable}", "MPIEXEC=/opt/mpi/bin/mpiexec"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    assert f"{sys.executable} -m nnkit mpirun -n 3 --mpiexec /opt/mpi/bin/mpiexec --" in \
-        " ".join(shown.stdout.replace("\\\n", " ").split())
+    done = subprocess.run(["make", "-f", str(path), "train-mpi", "NP=3", f"PY={sys.executable}",
+                           f"MPIEXEC={fake}", "IMPL=reference"], cwd=KIT_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"{sys.executable} -m nnkit mpirun -n 3 --mpiexec {fake} --" in \
+        " ".join(done.stdout.replace("\\\n", " ").split())
+    launched = [line for line in done.stdout.splitlines() if line.startswith("launched:")]
+    assert len(launched) == 1 and launched[0].startswith("launched: -n 3 --oversubscribe")
+    assert launched[0].endswith(f"{sys.executable} -m nnkit train --mpi --impl reference")
+    assert ("--allow-run-as-root" in launched[0]) == (os.geteuid() == 0)
     refused = subprocess.run(["make", "-f", str(path), "train-mpi", "NP=0",
                               f"PY={sys.executable}"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=60)
