@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from grader.handouts import figures, render
+from grader.handouts import figures, pdf, render
 from grader.handouts.figures import ring
 from tests.conftest import KIT_ROOT
 
@@ -124,3 +124,11 @@ def test_tiling_figure_uses_the_starters_tile_sizes():
     assert (tiling.TILE_M, tiling.TILE_N, tiling.STEP_K) == \
         (values["TILE_M"], values["TILE_N"], values["TILE_K"])
     assert (values["THREADS_X"], values["THREADS_Y"]) == (16, 4)  # the (16, 4) block drawn
+
+
+@pytest.mark.skipif(not pdf.available(), reason="no Chromium")
+def test_a_page_prints_to_pdf(built, tmp_path):
+    out, _ = built
+    printed = pdf.print_pdf(out / "reports.html", tmp_path / "reports.pdf")
+    data = printed.read_bytes()
+    assert data.startswith(b"%PDF-") and b"/Type /Page" in data
