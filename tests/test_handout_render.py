@@ -43,6 +43,11 @@ def test_formulas_and_tables_render(built):
     assert "dZ_L = ∂J/∂Z_L = (P − Y) / n" in part2  # a formula block, kept as text
     assert "<table>" in part2 and "<code>u · |z + b|</code>" in part2  # an escaped pipe
     assert 'id="the-network-with-samples-as-rows"' in part2  # headings carry anchors
+    part3 = (out / "part3-mpi.html").read_text(encoding="utf-8")
+    toc = part3.split('<nav class="toc"')[1].split("</nav>")[0]  # under the title
+    assert part3.index("</h1>") < part3.index('<nav class="toc"')
+    assert '<a href="#scaling">Scaling</a>' in toc and 'id="scaling"' in part3
+    assert '<nav class="toc"' not in (out / "reports.html").read_text(encoding="utf-8")
 
 
 def test_every_image_a_handout_shows_exists():

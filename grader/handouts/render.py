@@ -24,6 +24,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 # The reading order of the overview; handouts not named here follow alphabetically.
 ORDER = ("overview", "part1-gemm", "part2-network", "part3-mpi", "part4-paper", "reports",
          "points")
+MIN_TOC = 4  # sections a page needs to get a table of contents
 SHORT = {"overview": "Overview", "part1-gemm": "1 GEMM", "part2-network": "2 Network",
          "part3-mpi": "3 MPI", "part4-paper": "4 Paper", "reports": "Reports",
          "points": "Points"}
@@ -38,6 +39,7 @@ class Page:
     source: Path
     title: str = ""
     anchors: set[str] = field(default_factory=set)
+    sections: list[tuple[str, str]] = field(default_factory=list)  # (anchor, text) of h2s
     html: str = ""
     files: set[Path] = field(default_factory=set)  # local files it shows or links to
 
@@ -66,9 +68,10 @@ def slug(text: str) -> str:
     return text.replace(" ", "-")
 
 
-def _heading_ids(tokens: list[Token]) -> tuple[str, set[str]]:
-    """Sets an id on every heading; returns the first heading's text and all the ids."""
-    title, seen = "", set()
+def _heading_ids(tokens: list[Token]) -> tuple[str, set[str], list[tuple[str, str]]]:
+    """Sets an id on every heading; returns the first heading's text, all the ids, and
+    the (id, text) of the second-level headings, for the page's table of contents."""
+    title, seen, sections = "", set(), []
     for opening, inline in zip(tokens, tokens[1:], strict=False):
         if opening.type != "heading_open":
             continue
@@ -81,7 +84,9 @@ def _heading_ids(tokens: list[Token]) -> tuple[str, set[str]]:
             anchor = f"{base}-{n}"
         seen.add(anchor)
         opening.attrSet("id", anchor)
-    return title.replace("`", ""), seen
+        if opening.tag == "h2":
+            sections.append((anchor, text.replace("`", "")))
+    return title.replace("`", ""), seen, sections
 
 
 def _is_local(target: str) -> bool:
@@ -140,7 +145,7 @@ def render_all(src: Path) -> list[Page]:
     for source in sources:
         tokens = md.parse(source.read_text(encoding="utf-8"))
         page = Page(source)
-        page.title, page.anchors = _heading_ids(tokens)
+        page.title, page.anchors, page.sections = _heading_ids(tokens)
         parsed[page.name] = (page, tokens)
     pages = {name: page for name, (page, _) in parsed.items()}
     errors: list[str] = []
@@ -168,8 +173,13 @@ def build(src: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for page in pages:
-        html = template.render(title=page.title, body=page.html, nav=nav, style=style,
-                               current=page.name + ".html")
+        # the table of contents goes under the page's title, for pages long enough
+        head, cut, rest = page.html.partition("</h1>\n")
+        if not cut:
+            head, rest = "", page.html
+        html = template.render(title=page.title, head=head + cut, body=rest, nav=nav,
+                               style=style, current=page.name + ".html",
+                               toc=page.sections if len(page.sections) >= MIN_TOC else [])
         target = out / f"{page.name}.html"
         target.write_text(html, encoding="utf-8")
         written.append(target)
