@@ -181,6 +181,7 @@ README_RUN = {
     "make train-mpi NP=2 IMPL=reference": "test accuracy",
     "make train IMPL=reference": "test accuracy",
     "make bench-mpi": "one reduce of",
+    "make handouts": "pages to",
 }
 # Commands it leaves out, and why.
 README_SKIP = {
@@ -239,6 +240,7 @@ def test_the_student_readme_commands_work_in_the_unpacked_kit(unpacked):
         "make train IMPL=reference": [f"ARGS=--data sample --epochs 2 {SMALL}"],
         "make bench-mpi": [f"IMPL={solution}", f"ARGS={SMALL} --epochs 1 --gemm host "
                            "--ranks 1,2 --repeats 2 --hidden 16"],
+        "make handouts": [],
     }
     full = unpacked / "build" / "check" / "starter.json"  # the full run's report, if any
     before = full.read_bytes() if full.exists() else None
@@ -256,6 +258,20 @@ def test_the_student_readme_commands_work_in_the_unpacked_kit(unpacked):
     assert [i["id"] for i in scatter["items"]] == ["mpi.scatter"]
     assert scatter["items"][0]["points"] == 0  # starter/ is a stub
     assert (full.read_bytes() if full.exists() else None) == before  # left alone
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_handouts_in_the_unpacked_kit(unpacked):
+    """The student kit renders its own handouts: the renderer, its template and the
+    figures ship, and every link between the shipped handouts holds."""
+    done = subprocess.run(["make", "handouts", f"PY={sys.executable}"], cwd=unpacked,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = unpacked / "build" / "handouts"
+    assert {p.stem for p in out.glob("*.html")} == \
+        {p.stem for p in (unpacked / "handouts").glob("*.md")}
+    assert "img/ring-allreduce.png" in (out / "part3-mpi.html").read_text(encoding="utf-8")
+    assert (out / "img" / "ring-allreduce.png").is_file()
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
