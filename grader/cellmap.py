@@ -109,8 +109,8 @@ def locate(spans: list[Span], line: int) -> tuple[Span, int] | None:
 
 
 def describe(span: Span, line: int) -> str:
-    """'cell 7 of part1-gemm.ipynb (gemm_naive, id gemm_1_naive-2), line 3'."""
+    """'cell 7 of part1-gemm.ipynb [gemm_naive, id gemm_1_naive-2], line 3'."""
     about = ", ".join(x for x in (span.defines, f"id {span.cell_id}" if span.cell_id else "")
                       if x)
-    return (f"cell {span.cell} of {span.notebook}" + (f" ({about})" if about else "")
+    return (f"cell {span.cell} of {span.notebook}" + (f" [{about}]" if about else "")
             + f", line {line}")

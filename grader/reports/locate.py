@@ -7,7 +7,7 @@ that is missing, a numba error quoting its file): that becomes `gemm_1_naive.py`
 private package a submission's modules are loaded under (nnkit/submission.py,
 `_nnkit_impl_<hash>`) is dropped from module names. When the submission was extracted
 from a notebook, `gemm_1_naive.py, line 12` becomes `cell 7 of part1-gemm.ipynb
-(gemm_naive, id gemm_1_naive-2), line 3` (grader/cellmap.py).
+[gemm_naive, id gemm_1_naive-2], line 3` (grader/cellmap.py).
 
 `relocate` rewrites a whole SubmissionResult in place, once, before any report is
 written: the only place where this is done.
