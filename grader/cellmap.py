@@ -1,12 +1,18 @@
-"""Where each line of a module extracted from a notebook came from: notebook, cell, line.
+"""What the grader's extraction of a notebook recorded: where each line of a module came
+from (notebook, cell, line), and what the student should be told about the notebook.
 
 A student who handed in a notebook never saw `gemm_1_naive.py`; a message saying
 "gemm_1_naive.py, line 12" must say "cell 7 of part1-gemm.ipynb, line 3" instead.
 grader/nbextract.py writes the map as it joins the cells, and grader/reports/locate.py
 reads it when it rewrites a submission's messages.
 
-The map is a JSON file *beside* the extracted folder, `<folder>.cells.json`, never inside
-it: the sandboxed jobs work on copies of the folder's .py files and cannot write there,
+The record also carries notes (cells that had lost the kit's tag, a notebook with no
+graded cells among several) and, when nothing could be extracted, the problem: the
+grader reads both when it is given the folder (grader/submissions.py), so that the report
+says what went wrong rather than "module missing".
+
+The record is a JSON file *beside* the extracted folder, `<folder>.notebook.json`, never
+inside it: the sandboxed jobs work on copies of the folder's .py files and cannot write there,
 and a student who hands in a folder (rather than a notebook) cannot put a map beside it.
 Each module's entry carries the SHA-256 of the module text it describes; a map that does
 not describe the module being graded is ignored.
@@ -22,7 +28,7 @@ from pathlib import Path
 
 from grader import safe_io
 
-SUFFIX = ".cells.json"
+SUFFIX = ".notebook.json"
 MAP_BYTES = 1 << 20
 _DEF = re.compile(r"^(?:@[^\n]*\n)*\s*(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
@@ -69,22 +75,29 @@ def spans_of(chunks: list[tuple[str, str, int, str]]) -> list[Span]:
     return spans
 
 
-def write(folder: Path, modules: dict[str, tuple[str, list[Span]]]) -> Path:
-    """Write the map of `folder`: module -> (its text, its spans)."""
-    data = {m: {"sha256": digest(text), "spans": [asdict(s) for s in spans]}
-            for m, (text, spans) in sorted(modules.items())}
+def write(folder: Path, modules: dict[str, tuple[str, list[Span]]],
+          notes: list[str] | None = None, problem: str | None = None) -> Path:
+    """Write the record of `folder`: module -> (its text, its spans), notes, problem."""
+    data = {"modules": {m: {"sha256": digest(text), "spans": [asdict(s) for s in spans]}
+                        for m, (text, spans) in sorted(modules.items())},
+            "notes": list(notes or []), "problem": problem}
     path = path_for(folder)
     path.write_text(json.dumps(data, indent=1))
     return path
 
 
-def read(folder: Path, modules: set[str]) -> dict[str, list[Span]]:
-    """The spans of each of `modules` whose text in `folder` is the one the map describes;
-    {} when there is no map, or it is not one."""
+def _record(folder: Path) -> dict:
     try:
         data = safe_io.read_json(path_for(folder), MAP_BYTES)
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read(folder: Path, modules: set[str]) -> dict[str, list[Span]]:
+    """The spans of each of `modules` whose text in `folder` is the one the record
+    describes; {} when there is no record, or it is not one."""
+    data = _record(folder).get("modules")
     if not isinstance(data, dict):
         return {}
     found = {}
@@ -98,6 +111,16 @@ def read(folder: Path, modules: set[str]) -> dict[str, list[Span]]:
         except (OSError, ValueError, TypeError, KeyError):
             continue
     return found
+
+
+def read_notes(folder: Path) -> tuple[list[str], str | None]:
+    """(notes, problem) of the record beside `folder`; ([], None) without one."""
+    data = _record(folder)
+    notes = data.get("notes")
+    problem = data.get("problem")
+    notes = [safe_io.clean_text(n, 1000) for n in notes if isinstance(n, str)][:20] \
+        if isinstance(notes, list) else []
+    return notes, safe_io.clean_text(problem, 1000) if isinstance(problem, str) else None
 
 
 def locate(spans: list[Span], line: int) -> tuple[Span, int] | None:

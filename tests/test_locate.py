@@ -93,7 +93,7 @@ def test_a_map_inside_a_handed_in_folder_is_not_read(tmp_path):
     folder.mkdir()
     (folder / "gemm_1_naive.py").write_bytes((tmp_path / "x" / "alice" / "gemm_1_naive.py")
                                             .read_bytes())
-    (folder / "alice.cells.json").write_bytes(cellmap.path_for(tmp_path / "x" / "alice")
+    (folder / "alice.notebook.json").write_bytes(cellmap.path_for(tmp_path / "x" / "alice")
                                               .read_bytes())
     assert cellmap.read(folder, {"gemm_1_naive"}) == {}
     assert cellmap.read(tmp_path / "x" / "alice", {"gemm_1_naive"})

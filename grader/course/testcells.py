@@ -227,6 +227,8 @@ class Student:
     folder: Path  # the extracted modules
     notebooks: dict[str, Path] = field(default_factory=dict)  # assignment -> submitted
     problem: str | None = None  # why nothing could be extracted
+    notes: list[str] = field(default_factory=list)  # what extraction found to tell
+    empty: list[str] = field(default_factory=list)  # notebooks with no graded cell
 
 
 
