@@ -42,8 +42,10 @@ def path_stripper(roots: list[Path]) -> Callable[[str], str]:
     if not names:
         return lambda text: text
     alternatives = [re.escape(n) for n in names]
-    alternatives += [rf"(?:{_PATH_CHARS}*/)?{re.escape(Path(n).name)}" for n in names
-                     if _TEMP_NAME.fullmatch(Path(n).name)]
+    # A relative path starts where a token starts (the lookbehind): tried there only, so
+    # that a long token costs one pass, not one per character.
+    alternatives += [rf"(?<!{_PATH_CHARS})(?:{_PATH_CHARS}*/)?{re.escape(Path(n).name)}"
+                     for n in names if _TEMP_NAME.fullmatch(Path(n).name)]
     pattern = re.compile(rf"(?:{'|'.join(alternatives)})(?![^/\s'\"()\[\]{{}},;:<>])"
                          rf"(?:/{_PATH_CHARS}*)?")
 
