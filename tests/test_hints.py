@@ -105,7 +105,7 @@ def test_only_first_block_right():
     got[:] = C  # never written
     got[:8, :32] = right
     hint = _hint(got, A, B, C, al, be)
-    assert "only C[0:8, 0:32] is right" in hint and "never written" in hint
+    assert "only the block [0:8, 0:32] is right" in hint and "never written" in hint
     assert "grid is too small" in hint
 
 
@@ -260,3 +260,18 @@ def test_array_hint_none_when_right_or_random():
     assert hints.array_hint(expected + rng.uniform(0.1, 1, expected.shape), expected,
                             bound) is None
     assert hints.array_hint(expected[:, :3], expected, bound) is None  # another shape
+
+
+def test_network_outputs_get_a_hint_too():
+    """grader/checks/net.py's elementwise comparison gives the same kind of hint."""
+    from grader.checks.net import compare
+
+    expected, bound = _plain()
+    assert compare("out", expected.astype(np.float32), expected, bound) is None
+    message = compare("out", (2 * expected).astype(np.float32), expected, bound)
+    assert message.startswith("out: 117 of 117 elements wrong")
+    assert message.endswith("; hint: every element is 2 times the expected value: a scale "
+                            "factor applied wrongly or twice")
+    rng = np.random.default_rng(1)
+    noisy = (expected + rng.uniform(0.1, 1, expected.shape)).astype(np.float32)
+    assert "hint" not in compare("out", noisy, expected, bound)

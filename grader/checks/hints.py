@@ -117,9 +117,16 @@ def _edge(bad: np.ndarray) -> tuple[int, int] | None:
     return None if best is None else best[1:]
 
 
-def region_hint(bad: np.ndarray, unwritten: np.ndarray | None = None) -> str | None:
+GEMM_BOUNDS = ("every load and store guarded by i < M, j < N, k < K; a grid of "
+               "ceil(N / block width) by ceil(M / block height) blocks")
+ARRAY_BOUNDS = ("every load and store guarded by the array's row and column counts; a grid "
+                "that covers every row and column")
+
+
+def region_hint(bad: np.ndarray, unwritten: np.ndarray | None = None,
+                bounds: str = ARRAY_BOUNDS) -> str | None:
     """A hint from where the wrong elements are (bad: 2-D mask); `unwritten` marks elements
-    that were never written (NaN or unchanged), to say so."""
+    that were never written (NaN or unchanged), to say so; `bounds` says what to check."""
     if bad.ndim != 2 or not bad.any() or bad.all():
         return None
     M, N = bad.shape
@@ -135,15 +142,12 @@ def region_hint(bad: np.ndarray, unwritten: np.ndarray | None = None) -> str | N
         if c0 < N and bad[:, c0:].any():
             where.append(f"columns {_span(c0, N - 1)} of {N}")
         return (f"only elements past the last full tile are {how} ({' and '.join(where)}): "
-                "check the bounds of the last, partial tiles (every load and store guarded "
-                "by i < M, j < N, k < K; a grid of ceil(N / block width) by ceil(M / block "
-                "height) blocks)")
+                f"check the bounds of the last, partial tiles ({bounds})")
     rect = _rect(~bad)
     if rect is not None:
         r, c = rect
-        return (f"only C[0:{r}, 0:{c}] is right and every other element is {how}: the grid "
-                "is too small, it must cover all M rows and N columns (ceil(N / block "
-                "width) by ceil(M / block height) blocks)")
+        return (f"only the block [0:{r}, 0:{c}] is right and every other element is {how}: "
+                f"the grid is too small, it must cover every row and column ({bounds})")
     return None
 
 
@@ -288,9 +292,9 @@ def gemm_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray, alph
     if g.beta == 0.0 and nan.any():
         if nan.all():
             return ALL_NAN_BETA0
-        return region_hint(bad, nan) or SOME_NAN_BETA0.format(n=int(nan.sum()))
+        return region_hint(bad, nan, GEMM_BOUNDS) or SOME_NAN_BETA0.format(n=int(nan.sum()))
     if nan.any():  # beta != 0: NaN comes from the NaN border around A and B
-        return region_hint(bad, nan) or NAN_PAST_EDGE.format(n=int(nan.sum()))
+        return region_hint(bad, nan, GEMM_BOUNDS) or NAN_PAST_EDGE.format(n=int(nan.sum()))
     unchanged = got == g.C
     if g.beta != 0.0 and unchanged.all():
         return UNCHANGED
@@ -307,4 +311,4 @@ def gemm_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray, alph
         return (f"every element is {c:.4g} times the expected value{which}: α or β applied "
                 "wrongly or twice")
     return _layout_hint(got, expected, bound) or region_hint(
-        bad, unchanged if g.beta != 0.0 else None)
+        bad, unchanged if g.beta != 0.0 else None, GEMM_BOUNDS)
