@@ -139,3 +139,23 @@ def test_grading_names_cells_of_a_notebook_and_no_temporary_path(tmp_path):
     for report in out.rglob("*"):
         if report.is_file() and report.suffix in (".json", ".md", ".html", ".csv"):
             assert "/grader-" not in report.read_text(), report
+
+
+def test_test_cell_errors_name_the_notebook_cell(tmp_path):
+    """nbgrader's test cells, graded by the kit (grader/course/testcells.py): what the cell
+    shows in the autograded notebook points at the student's cell, not the job's copy."""
+    from grader.course.testcells import CheckCall, CheckCell, Student, grade_check_cells
+
+    path = _notebook(tmp_path, ("    j, i = cuda.grid(2)\n",
+                                "    j, i = cuda.grid(2)\n    raise ValueError('boom')\n"))
+    student = Student("alice", tmp_path / "extracted" / "alice", {"part1-gemm": path})
+    extract([path], student.folder)
+    cell = CheckCell("part1-gemm", "test-gemm_naive", 1.0, 'check("gemm_naive", gemm_naive)',
+                     (CheckCall("gemm_naive", None),))
+    work = tmp_path / "work"
+    work.mkdir()
+    [result] = grade_check_cells([student], {"part1-gemm": [cell]}, 60, 1, work)[
+        "alice", "part1-gemm"]
+    assert result.points == 0 and "boom" in result.error
+    assert "cell 7 of alice.ipynb [gemm_naive_kernel, id gemm_1_naive-1], line" in result.error
+    assert "gemm_1_naive.py" not in result.error and str(work) not in result.error
