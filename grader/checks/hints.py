@@ -31,7 +31,7 @@ from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, gamma
 # Candidate tile and block sizes for the region patterns: every kernel of the kit blocks by
 # a power of two (8 x 32, 32 x 32, 16 x 64 ...), and a student's choice is one too.
 TILES = (4, 8, 16, 32, 64, 128)
-MAX_WORK = 1 << 31  # M*N*K beyond which no hint is computed (each costs float64 products)
+MAX_WORK = 1 << 28  # M*N*K beyond which no hint is computed: a few float64 products each
 EDGE_COVERAGE = 0.5  # an edge strip must be at least half wrong to blame the bounds
 
 ZERO = "every element is 0: nothing was computed or stored"
@@ -237,10 +237,17 @@ def _scalar_hint(g: _Gemm, got: np.ndarray) -> str | None:
 def _k_hint(g: _Gemm, got: np.ndarray) -> str | None:
     """The sum along K stopped short, or started late: a floor where a ceiling belongs."""
     K = g.K
-    stops = {(K // t) * t for t in TILES if (K // t) * t < K} | {K - 1}
-    for k in sorted(stops, reverse=True):
-        ab, mag = g.A[:, :k] @ g.B[:k, :], np.abs(g.A[:, :k]) @ np.abs(g.B[:k, :])
-        if _close(got, *g.variant(g.alpha, g.beta, ab, mag)):
+    stops = sorted({(K // t) * t for t in TILES if (K // t) * t < K} | {K - 1})
+    # The partial products A[:, :k] @ B[:k] for every stop, one slice of K at a time: all
+    # of them together cost one product.
+    ab, mag, done = np.zeros_like(g.ab), np.zeros_like(g.mag), 0
+    partial = {}
+    for k in stops:
+        ab = ab + g.A[:, done:k] @ g.B[done:k, :]
+        mag = mag + np.abs(g.A[:, done:k]) @ np.abs(g.B[done:k, :])
+        partial[k], done = (ab, mag), k
+    for k in reversed(stops):
+        if _close(got, *g.variant(g.alpha, g.beta, *partial[k])):
             if k == 0:
                 return ("nothing was summed along K: the result is β·C alone (a loop over "
                         "K tiles that never runs when K is smaller than the tile: a floor "
@@ -249,8 +256,8 @@ def _k_hint(g: _Gemm, got: np.ndarray) -> str | None:
                     "along K is left out (a floor where a ceiling belongs: loop to "
                     "ceil(K / TILE) tiles and guard k < K in the loads)")
     if K > 1:
-        ab = g.A[:, 1:] @ g.B[1:, :]
-        mag = np.abs(g.A[:, 1:]) @ np.abs(g.B[1:, :])
+        first = np.outer(g.A[:, 0], g.B[0, :])
+        ab, mag = g.ab - first, g.mag - np.abs(first)
         if _close(got, *g.variant(g.alpha, g.beta, ab, mag)):
             return "the sum along K starts at k = 1: the first product A[i, 0]·B[0, j] is left out"
     return None
