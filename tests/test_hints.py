@@ -196,13 +196,19 @@ def test_one_wrong_element_inside_gets_no_hint():
     assert _hint(got, A, B, C, al, be) is None
 
 
-SPOILABLE = {
-    "beta missing": lambda A, B, C, al, be: _d(A, B, C, al, 0.0),
-    "beta ignored": lambda A, B, C, al, be: _d(A, B, C, al, 1.0),
-    "alpha twice": lambda A, B, C, al, be: _d(A, B, C, al * al, be),
-    "factor 3": lambda A, B, C, al, be: _f32(3.0 * reference(A, B, C, al, be)),
-    "k stops at 32": lambda A, B, C, al, be: _d(A, B, C, al, be, k=32),
-    "transposed": lambda A, B, C, al, be: _d(A, B, C, al, be).T.reshape(A.shape[0], -1),
+SQUARE = (40, 40, 37)
+SPOILABLE = {  # name: (shape M, N, K, the mistake)
+    "beta missing": (SQUARE, lambda A, B, C, al, be: _d(A, B, C, al, 0.0)),
+    "beta ignored": (SQUARE, lambda A, B, C, al, be: _d(A, B, C, al, 1.0)),
+    "alpha twice": (SQUARE, lambda A, B, C, al, be: _d(A, B, C, al * al, be)),
+    "factor 3": (SQUARE, lambda A, B, C, al, be: _f32(3.0 * reference(A, B, C, al, be))),
+    "k stops at 32": (SQUARE, lambda A, B, C, al, be: _d(A, B, C, al, be, k=32)),
+    "k from 1": (SQUARE, lambda A, B, C, al, be: _f32(reference(A[:, 1:], B[1:], C, al, be))),
+    "transposed": (SQUARE, lambda A, B, C, al, be: _d(A, B, C, al, be).T.copy()),
+    "column by column": ((17, 5, 3),
+                         lambda A, B, C, al, be: _d(A, B, C, al, be).T.reshape(17, 5)),
+    "A swapped": ((12, 7, 12), lambda A, B, C, al, be: _f32(reference(A.T, B, C, al, be))),
+    "B swapped": ((9, 12, 12), lambda A, B, C, al, be: _f32(reference(A, B.T, C, al, be))),
 }
 
 
@@ -210,10 +216,11 @@ SPOILABLE = {
 def test_pattern_with_one_stray_element_gets_no_hint(name):
     """The mistake plus one element wrong some other way is not that mistake: no hint
     (the element sits in the interior, so no region pattern fits either)."""
-    A, B, C, al, be = _case(40, 40, 37)
-    got = SPOILABLE[name](A, B, C, al, be).copy()
+    shape, mistake = SPOILABLE[name]
+    A, B, C, al, be = _case(*shape)
+    got = mistake(A, B, C, al, be).copy()
     assert _hint(got, A, B, C, al, be) is not None  # the unspoiled pattern is recognised
-    got[5, 7] += 100.0
+    got[3, 3] += 100.0
     assert _hint(got, A, B, C, al, be) is None
 
 
