@@ -2,6 +2,7 @@
 
 Module map, in the order a submission goes through it (part names: gemm, net, mpi):
   submissions, nbextract, examples   load: folders, notebooks, the bundled bug examples
+  cellmap      where an extracted notebook's lines came from, and its notes
   cases/       each part's inputs, derived from the run's secret
   isolation/   sandbox, jail, GPU pool, runner: a job confined (integrity: the kit's own)
   worker/      runs inside the sandbox (staged whole; imports nothing else of grader)

@@ -25,7 +25,7 @@ from grader.isolation import gpus, runner
 from grader.parts import gemm as gemm_part
 from grader.parts import mpi as mpi_part
 from grader.parts import net as net_part
-from grader.reports import report
+from grader.reports import locate, report
 from grader.results import FAIL, NOT_GRADED, ItemResult, SubmissionResult
 from grader.scoring import Config
 from grader.selection import EVERYTHING, Selection
@@ -295,6 +295,8 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
     def finish(sub: Submission) -> None:
         result = SubmissionResult(sub.name, os.fsdecode(sub.folder or ""), backend.describe())
         result.items = in_order(plan[sub.name], items[sub.name])
+        # Messages name files relative to the submission, notebook cells where it was one.
+        locate.relocate(result, [workroot, *filter(None, [sub.folder])], sub.folder)
         try:
             data = book.add(result, sub.notes)
         except OSError as err:  # a full disk, say: the others are still written

@@ -147,3 +147,25 @@ def test_perf_rejects_calls_whose_kernels_ran_outside_the_timer(tmp_path):
     _, C_buf = _correct_c(CASE, call=1)
     _write_perf(tmp_path, C_buf, [1e-4, 1e-4], [1e-4, 1e-4], launches=[1, 0])
     assert "launched none of the submission's kernels inside the timed" in _perf(tmp_path).message
+
+
+def test_wrong_values_carry_a_hint(tmp_path):
+    """The message of a case wrong in a recognised way ends with its hint
+    (grader/checks/hints.py): here beta*C left out."""
+    ops, C_buf = _correct_c(CASE)
+    A, B, C = ops.views()
+    C_buf[ops.interior] = reference(A, B, C, CASE.alpha, 0.0).astype(np.float32)
+    _write_case(tmp_path, ops, C_buf)
+    outcome = _check(tmp_path)
+    assert not outcome.passed
+    assert "35 of 35 elements wrong" in outcome.message
+    assert outcome.message.endswith("; hint: β·C is missing: the result is α·AB alone "
+                                    "(add β·C when β ≠ 0)")
+
+
+def test_wrong_values_without_a_pattern_carry_no_hint(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    C_buf[ops.interior][2, 3] += 1e-3
+    _write_case(tmp_path, ops, C_buf)
+    outcome = _check(tmp_path)
+    assert not outcome.passed and "hint" not in outcome.message

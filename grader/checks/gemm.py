@@ -14,6 +14,7 @@ import numpy as np
 
 from grader import safe_io
 from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.checks.hints import gemm_hint
 from grader.results import CaseOutcome
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import FLT_MIN, as_float32_scalar, error_bound, gamma, reference
@@ -43,6 +44,21 @@ def _expected(case: GemmCase, ops: Operands) -> tuple[np.ndarray, np.ndarray]:
     opB = B.T if case.trans_b else B
     return reference(opA, opB, C, case.alpha, case.beta), error_bound(opA, opB, C, case.alpha,
                                                                       case.beta)
+
+
+def hinted(case: GemmCase, ops: Operands, C_after: np.ndarray, message: str) -> str:
+    """A wrong-values message with a hint from the errors' pattern (grader/checks/hints.py)
+    after it, when one fits; other messages (shape, border) as they are."""
+    if C_after.shape != ops.C_buf.shape or C_after.dtype != np.float32 \
+            or " elements wrong, in rows " not in message:
+        return message
+    A, B, C = ops.views()
+    try:
+        hint = gemm_hint(C_after[ops.interior], A.T if case.trans_a else A,
+                         B.T if case.trans_b else B, C, case.alpha, case.beta)
+    except (ValueError, FloatingPointError, MemoryError):  # a hint never costs a verdict
+        hint = None
+    return f"{message}; hint: {hint}" if hint else message
 
 
 def compare_result(case: GemmCase, ops: Operands, C_after: np.ndarray) -> tuple[bool, str, float]:
@@ -184,6 +200,8 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
         if not _same_bits(before, after):
             return GemmOutcome(label, False, f"modified its input {name}")
     passed, message, ratio = compare_result(case, ops, C_after)
+    if not passed:
+        message = hinted(case, ops, C_after, message)
     if launches_of(data) < 1:
         passed, message = False, NO_KERNEL
     if passed and replayed:

@@ -43,6 +43,7 @@ from grader.checks.gemm import (
     launches_of,
     read_findings,
 )
+from grader.checks.hints import array_hint
 from grader.results import CaseOutcome
 from nnkit import network
 from nnkit.gemm_reference import FLT_MIN, UNIT_ROUNDOFF, gamma
@@ -154,7 +155,9 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: object) -> str | N
     at = ",".join(map(str, where))
     msg = (f"{name}: {int(bad.sum())} of {got.size} elements wrong; {name}[{at}] = "
            f"{got[where]:.7g}, expected {ref[where]:.7g}")
-    return msg + (f" ({nan} are NaN)" if nan else "")
+    msg += f" ({nan} are NaN)" if nan else ""
+    hint = array_hint(got, ref, np.broadcast_to(tol, ref.shape))
+    return msg + (f"; hint: {hint}" if hint else "")
 
 
 def check_unit(case: dict, outdir: Path, n: int, stopped: str,

@@ -41,7 +41,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from grader import examples
+from grader import cellmap, examples
 from grader.course.gradebook import autograded_notebook, save_scores, write_gradebook
 from grader.course.notebook import ASSIGNMENTS, Assignment, build_notebook, write_notebook
 from grader.course.testcells import (
@@ -53,7 +53,8 @@ from grader.course.testcells import (
     parse_test_cell,  # noqa: F401
 )
 from grader.isolation import integrity, sandbox
-from grader.nbextract import NotebookError, extract
+from grader.nbextract import NotebookError, extract_notebooks
+from grader.reports import report
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
 from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import KIT_ROOT
@@ -222,13 +223,30 @@ def _extract_all(course: Path, assignments: list[str]) -> list[Student]:
                       if any(p.is_symlink() for p in (nb, nb.parent, nb.parent.parent))]
             if linked:
                 raise NotebookError(f"{linked[0]}: a symbolic link, not read")
-            extract(list(student.notebooks.values()), student.folder)
-        except NotebookError as err:  # graded as an empty folder: every item says why
+            done = extract_notebooks(list(student.notebooks.values()), student.folder)
+            student.notes, student.empty = done.notes, [p.name for p in done.empty]
+        except NotebookError as err:  # every item of the kit's report says why
             student.problem = str(err)
             for module in student.folder.iterdir():
                 module.unlink()
+            cellmap.write(student.folder, {}, problem=student.problem)
         students.append(student)
     return students
+
+
+def problems(students: list[Student]) -> tuple[list[str], list[str]]:
+    """(a line per student whose notebooks could not be graded, wholly or in part; a line
+    per note of extraction, such as cells that had lost the kit's tag)."""
+    errors, notes = [], []
+    for s in students:
+        if s.problem:
+            errors.append(f"{s.name}: nothing graded: {s.problem}")
+        elif s.empty:
+            errors.append(f"{s.name}: {', '.join(s.empty)}: not graded, the notebook has "
+                          "no graded cells")
+        notes += [f"{s.name}: note: {n}" for n in s.notes
+                  if not any(n.startswith(f"{e}: the notebook has no graded") for e in s.empty)]
+    return errors, notes
 
 
 def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
@@ -236,6 +254,15 @@ def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
     """Grade every submission, nbgrader's test cells and the kit's items alike; returns the
     gradebook's path. Refuses (integrity.IntegrityError) a kit that differs from the
     release's manifest or, unless allow_uncommitted, from git HEAD."""
+    return autograde_class(course, jobs, allow_uncommitted=allow_uncommitted,
+                           config=config)[0]
+
+
+def autograde_class(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
+                    allow_uncommitted: bool = False, config: Path = DEFAULT_CONFIG
+                    ) -> tuple[Path, list[str]]:
+    """autograde, returning the gradebook's path and a line per student whose notebooks
+    could not be graded (problems(); these and the notes are printed too)."""
     integrity.require(course / integrity.COURSE_MANIFEST, git=not allow_uncommitted)
     state = _state(course)
     assignments: dict[str, list[str]] = state["assignments"]
@@ -287,14 +314,19 @@ def autograde(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
             "--out", str(out), "--jobs", str(jobs), "--config", str(Path(config).resolve()),
             *_grader_args(assignments, bonus)]
     result = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
+    # Status 1 also says that some submission was graded zero for a problem (recorded
+    # beside its folder at extraction): a failure only if it did not write every report.
+    expected = any(s.problem for s in students) and result.returncode == 1 and all(
+        (out / f"{report.safe_name(s.name)}.json").is_file() for s in students)
+    if result.returncode != 0 and not expected:
         raise CourseError(f"the kit's grader failed:\n{result.stderr[-4000:]}")
     print(result.stdout)
     print(f"the kit's grader: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    for s in students:
-        if s.problem:
-            print(f"{s.name}: {s.problem}", file=sys.stderr)
-    return write_gradebook(course, list(assignments), [s.name for s in students], nb_scores)
+    errors, notes = problems(students)
+    for line in notes + errors:
+        print(line, file=sys.stderr)
+    return write_gradebook(course, list(assignments), [s.name for s in students],
+                           nb_scores), errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,9 +362,15 @@ def main(argv: list[str] | None = None) -> int:
             for student, what in sample_class(course).items():
                 print(f"{student}: {what}", file=sys.stderr)
         else:
-            gradebook = autograde(course, args.jobs, allow_uncommitted=args.allow_uncommitted,
-                                  config=args.config)
+            gradebook, errors = autograde_class(course, args.jobs,
+                                                allow_uncommitted=args.allow_uncommitted,
+                                                config=args.config)
             print(f"gradebook: {gradebook}", file=sys.stderr)
+            if errors:  # graded zero where they could not be read: a status make shows
+                print(f"grader.course.nbcourse: {len(errors)} student(s) with notebooks that "
+                      "could not be graded, listed above (their scores are in the "
+                      "gradebook, zero for what was not graded)", file=sys.stderr)
+                return 1
     except (CourseError, integrity.IntegrityError) as err:
         print(f"grader.course.nbcourse: {err}", file=sys.stderr)
         return 1

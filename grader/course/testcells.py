@@ -15,6 +15,7 @@ import numpy as np
 
 from grader import safe_io
 from grader.isolation import gpus, runner
+from grader.reports.locate import rewriter
 from nnkit.checks import MODULES as FUNCTION_MODULES
 
 COURSE_ID = "nnkit"
@@ -227,6 +228,8 @@ class Student:
     folder: Path  # the extracted modules
     notebooks: dict[str, Path] = field(default_factory=dict)  # assignment -> submitted
     problem: str | None = None  # why nothing could be extracted
+    notes: list[str] = field(default_factory=list)  # what extraction found to tell
+    empty: list[str] = field(default_factory=list)  # notebooks with no graded cell
 
 
 
@@ -256,6 +259,8 @@ def grade_check_cells(students: list[Student], cells: dict[str, list[CheckCell]]
         runs = dict(zip(todo, pool.map(lambda t: run(*t), todo), strict=True))
     results: dict[tuple[str, str], list[CellResult]] = {}
     for s in students:
+        # What the cells print names the student's notebook cells, not the job's files.
+        fix = rewriter([workroot], s.folder)
         for assignment in s.notebooks:
             job, first, row = runs.get((s, assignment)), 0, []
             for cell in cells[assignment]:
@@ -265,5 +270,7 @@ def grade_check_cells(students: list[Student], cells: dict[str, list[CheckCell]]
                     stopped = job.stop_reason(timeout * len(cells[assignment]))
                     row.append(replay_cell(cell, job.outdir, stopped, first))
                 first += len(cell.checks)
-            results[s.name, assignment] = row
+            results[s.name, assignment] = [
+                CellResult(r.points, fix(r.output), None if r.error is None else fix(r.error))
+                for r in row]
     return results

@@ -1,0 +1,113 @@
+"""Notebooks the grader cannot grade as they are, said clearly: no graded (tagged) cell at
+all, the kit's tags stripped (cells then recognised by their ids, and what is lost
+without those named), in `python -m grader` and in the course's autograde."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grader import cellmap
+from grader.course import nbcourse
+from grader.course.notebook import ASSIGNMENTS, build_notebook, write_notebook
+from grader.nbextract import NO_GRADED_CELLS, NoGradedCells, extract, extract_notebooks
+from grader.submissions import resolve
+from tests.conftest import run_kit
+
+PART1 = next(a for a in ASSIGNMENTS if a.name == "part1-gemm")
+
+
+def _stripped(ids: bool) -> dict:
+    """Part 1's naive notebook with every cell's metadata stripped (and its ids, unless
+    `ids`), as some editors and converters leave it."""
+    notebook = build_notebook(PART1, modules=("gemm_1_naive",))
+    for n, cell in enumerate(notebook["cells"]):
+        cell["metadata"] = {}
+        if not ids:
+            cell["id"] = f"c{n:04x}a1"
+    return notebook
+
+
+def test_a_notebook_without_graded_cells_is_an_error(tmp_path):
+    path = write_notebook(_stripped(ids=False), tmp_path / "hw.ipynb")
+    with pytest.raises(NoGradedCells, match="hw.ipynb: the notebook has no graded cells"):
+        extract([path], tmp_path / "out")
+    notes, problem = cellmap.read_notes(tmp_path / "out")
+    assert problem == NO_GRADED_CELLS.format(name="hw.ipynb") and notes == []
+
+
+def test_tags_stripped_but_ids_kept_are_recognised_with_a_note(tmp_path):
+    path = write_notebook(_stripped(ids=True), tmp_path / "hw.ipynb")
+    done = extract_notebooks([path], tmp_path / "out")
+    assert done.names == ["gemm_1_naive"] and not done.empty
+    source = (tmp_path / "out" / "gemm_1_naive.py").read_text()
+    assert "import numpy as np" in source  # the imports cell is not dropped
+    assert len(done.notes) == 1 and "had lost the kit's tag" in done.notes[0]
+
+
+def test_a_lost_imports_cell_is_named(tmp_path):
+    """Tags and ids stripped, nbgrader's grade ids kept: the solution cells are found by
+    them, the imports cell (which has none) is not, and the note says so."""
+    notebook = build_notebook(PART1, modules=("gemm_1_naive",))
+    for n, cell in enumerate(notebook["cells"]):
+        cell["metadata"].pop("nnkit", None)
+        cell["id"] = f"c{n:04x}a1"
+    path = write_notebook(notebook, tmp_path / "hw.ipynb")
+    done = extract_notebooks([path], tmp_path / "out")
+    assert done.names == ["gemm_1_naive"]
+    assert any("the first cell of gemm_1_naive.py (its imports and constants) could not be "
+               "recognised" in n for n in done.notes)
+
+
+def test_one_empty_notebook_among_others_is_a_note(tmp_path):
+    good = write_notebook(build_notebook(PART1, modules=("gemm_1_naive",)), tmp_path / "a.ipynb")
+    empty = write_notebook(_stripped(ids=False) | {"cells": []}, tmp_path / "b.ipynb")
+    done = extract_notebooks([good, empty], tmp_path / "out")
+    assert done.names == ["gemm_1_naive"] and done.empty == [empty]
+    assert done.notes == [NO_GRADED_CELLS.format(name="b.ipynb")]
+    assert cellmap.read_notes(tmp_path / "out") == (done.notes, None)
+
+
+def test_the_grader_reports_the_problem_not_missing_modules(tmp_path):
+    path = write_notebook(_stripped(ids=False), tmp_path / "hw.ipynb")
+    [sub] = resolve([path], tmp_path / "nb")
+    assert sub.problem == NO_GRADED_CELLS.format(name="hw.ipynb")
+    out = tmp_path / "grades"
+    done = run_kit("grader", str(path), "--parts", "gemm", "--kernels", "naive", "--out",
+                   str(out))
+    assert done.returncode == 1, done.stderr[-2000:]  # as for any submission graded zero
+    assert "hw.ipynb: the notebook has no graded cells" in done.stderr
+    report = json.loads((out / "hw.json").read_text())
+    assert all("the notebook has no graded cells" in item["message"] and item["points"] in
+               (0.0, None) for item in report["items"])
+    assert "missing" not in json.dumps(report["items"])
+
+
+def _submit(course: Path, student: str, notebook: dict) -> None:
+    write_notebook(notebook, course / "submitted" / student / "part1-gemm" / "part1-gemm.ipynb")
+
+
+def test_autograde_names_students_whose_notebooks_have_no_graded_cells(tmp_path):
+    course = tmp_path / "course"
+    _submit(course, "alice", build_notebook(PART1, modules=("gemm_1_naive",)))
+    _submit(course, "grace", _stripped(ids=False))
+    _submit(course, "heidi", _stripped(ids=True))
+    students = {s.name: s for s in nbcourse._extract_all(course, ["part1-gemm"])}
+    errors, notes = nbcourse.problems(list(students.values()))
+    assert [e.split(":")[0] for e in errors] == ["grace"]
+    assert "the notebook has no graded cells" in errors[0]
+    assert [n.split(":")[0] for n in notes] == ["heidi"] and "lost the kit's tag" in notes[0]
+    # The kit's grader reads the problem from beside grace's folder: her report says it.
+    [sub] = resolve([students["grace"].folder], tmp_path / "nb")
+    assert "the notebook has no graded cells" in sub.problem
+
+
+def test_autograde_exits_non_zero_when_a_notebook_could_not_be_graded(tmp_path, monkeypatch):
+    lines: list[str] = []
+    monkeypatch.setattr(nbcourse, "autograde_class",
+                        lambda *args, **kwargs: (tmp_path / "gradebook.csv", lines))
+    assert nbcourse.main(["autograde", "--course", str(tmp_path)]) == 0
+    lines.append("grace: nothing graded: hw.ipynb: the notebook has no graded cells")
+    assert nbcourse.main(["autograde", "--course", str(tmp_path)]) == 1
