@@ -94,7 +94,7 @@ def test_autograde_names_students_whose_notebooks_have_no_graded_cells(tmp_path)
     _submit(course, "alice", build_notebook(PART1, modules=("gemm_1_naive",)))
     _submit(course, "grace", _stripped(ids=False))
     _submit(course, "heidi", _stripped(ids=True))
-    students = {s.name: s for s in nbcourse._extract_all(course, ["part1-gemm"])}
+    students = {s.name: s for s in nbcourse.extract_all(course, ["part1-gemm"])}
     errors, notes = nbcourse.problems(list(students.values()))
     assert [e.split(":")[0] for e in errors] == ["grace"]
     assert "the notebook has no graded cells" in errors[0]

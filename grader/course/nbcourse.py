@@ -206,7 +206,7 @@ def _close_course(course: Path) -> None:
         course.chmod(info.st_mode & ~0o007)
 
 
-def _extract_all(course: Path, assignments: list[str]) -> list[Student]:
+def extract_all(course: Path, assignments: list[str]) -> list[Student]:
     extracted = course / "extracted"
     if extracted.exists():
         shutil.rmtree(extracted)
@@ -273,7 +273,7 @@ def autograde_class(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
         raise CourseError(str(err)) from err
     _close_course(course)
     cells = {a: check_cells(course, a) for a in assignments}
-    students = _extract_all(course, list(assignments))
+    students = extract_all(course, list(assignments))
     if not students:
         raise CourseError(f"{course}/submitted/ holds no student folder")
 
