@@ -146,8 +146,70 @@ def run_average(n: int, case: dict, comm: Any, submission: Path,
     return _training(n, case, comm, submission, inputs, case["every"])
 
 
+def _train_alone(engine: Any, data: Any, config: Any) -> None:
+    """One process, no Part 3 code: the batches of train_mpi in its order, each step with
+    the gradient of the whole batch (what train_mpi does with a perfect all-reduce)."""
+    from nnkit.dataset import batch_slices, epoch_order
+
+    n = len(data)
+    for epoch in range(config.epochs):
+        order = epoch_order(n, config.seed, epoch)
+        X, labels = data.images[order].astype(np.float32), data.labels[order].astype(np.int64)
+        for s in batch_slices(n, config.batch):
+            grads, _ = engine.gradients(X[s], labels[s])
+            engine.step(grads, config.lr)
+
+
+def run_combined(n: int, case: dict, comm: Any, submission: Path,
+                 inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The submission's Part 2 network (its kernels, forward, backward and sgd_step, on
+    the trusted GEMM) trained alone (a case of one rank) or under its Part 3 functions."""
+    from nnkit import network
+    from nnkit.backend import select
+    from nnkit.mnist import Split
+    from nnkit.mpi_train import DeviceEngine, folder_functions, train_mpi
+    from nnkit.training import TrainConfig, make_gemm
+
+    rank = comm.Get_rank()
+    data = Split(inputs["train/images"], inputs["train/labels"]) if rank == 0 else None
+    features = comm.bcast(data.images.shape[1] if rank == 0 else None, root=0)
+    config = TrainConfig(**{**case["mode"], "hidden": tuple(case["mode"]["hidden"])})
+    gemm = make_gemm("cublas" if select().on_gpu else "host", submission)
+    engine = DeviceEngine(submission, network.glorot_uniform(config.sizes(features),
+                                                             config.seed), config, gemm)
+    if case["ranks"] == 1:
+        _train_alone(engine, data, config)
+    else:
+        train_mpi(comm, engine, data, config, folder_functions(submission))
+    return engine.host_params().named()
+
+
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
-       "train": run_train, "average": run_average}
+       "train": run_train, "average": run_average, "combined": run_combined}
+
+
+def _device_set_up(job: dict) -> None:
+    """The combined item runs the submission's kernels: the backend chosen, numba (and
+    CuPy on a GPU) loaded and, in the simulator, kernels restricted as compiled ones are
+    (grader/worker/__main__.py does the same for Part 2), all before anything submitted is
+    imported. The other kinds run no kernel and skip this."""
+    if job["kind"] != "combined":
+        return
+    import threading
+
+    from grader.worker import blocksync, kernelsim
+    from nnkit.backend import cuda, select
+
+    del cuda  # imported for its side effect: numba loads before the submission can
+    if select().on_gpu:
+        import cupy  # noqa: F401 - loaded now: the submission cannot stand in for it
+    else:
+        if job.get("thread_stack_kb"):  # a Python thread per simulated CUDA thread
+            threading.stack_size(int(job["thread_stack_kb"]) * 1024)
+        kernelsim.install()
+        blocksync.install()
+    import nnkit.dataset
+    import nnkit.gemm  # noqa: F401
 
 
 def _wait_for_all(comm: Any) -> None:
@@ -177,6 +239,7 @@ def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray],
     import nnkit.network
     import nnkit.submission
     import nnkit.training  # noqa: F401
+    _device_set_up(job)
     # Last on the path (the worker runs with -P): the submission's modules can import
     # one another, and cannot stand in for an installed module.
     sys.path.append(str(submission))
