@@ -143,3 +143,26 @@ def test_only_rank_0_holds_the_rows_drawn_from_the_secret():
     assert not np.array_equal(one.images, two.images)
     inputs = cases.rank_inputs(one)
     assert set(inputs[0]) == {"train/images", "train/labels"} and inputs[1] == {}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_item_is_graded_on_the_gpu(tmp_path):
+    """The GPU configuration (MNIST when it is there, else the reduced one on the GPU):
+    the solution passes, a Part 3 and a Part 2 bug fail, each blamed on its part."""
+    from grader.parts.mpi_combined import grade_combined
+
+    if find_mpiexec() is None:
+        pytest.skip("no mpiexec")
+    config = replace(load_config(), secret=SECRET)
+    expected = {"solution": None, "allreduce_averages_twice": "a Part 3 problem",
+                "net_lr_applied_twice": "a Part 2 problem"}
+    for name, blame in expected.items():
+        item = grade_combined(_folder(name, tmp_path), tmp_path / "work" / name, config,
+                              True)[0]
+        print(f"{name}: {item.points}/{item.max_points} in {item.figures['job_seconds']} s: "
+              f"{item.message}")
+        if blame is None:
+            assert item.points == item.max_points, item.message
+            assert item.checks[0]["relative_max_norm"] < item.checks[0]["tolerance"]
+        else:
+            assert item.points == 0 and blame in item.message, item.message

@@ -17,7 +17,9 @@ ring_bytes_needed).
 
 Part 3 runs on CPU ranks everywhere, with the CPU reference network computing each rank's
 gradients: only the submission's MPI functions are graded here, so a Part 2 bug costs
-Part 2's points only (and a GPU is not needed).
+Part 2's points only (and a GPU is not needed). The one exception, mpi.combined, trains
+the submission's own network under its MPI functions (grader/parts/mpi_combined.py, with
+run_mpi_job's on_gpu): there a Part 2 bug costs that item too.
 
 Bounds, all from float32 rounding (u = 2^-24, gamma(k) = k u / (1 - k u), FLT_MIN the
 smallest normal float32 for results that underflow):

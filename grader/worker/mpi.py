@@ -22,6 +22,11 @@ and every rank's marker is there. Nothing here judges a result: grader/parts/mpi
 
 The ring item gets a communicator that offers point-to-point calls only and counts the
 bytes each rank sends to each other rank (nnkit.collectives.call_point_to_point).
+
+The combined item (kind "combined") trains the submission's Part 2 network, alone and on
+two ranks under its Part 3 functions: for it, set-up also loads the backend (numba, and
+CuPy on a GPU) and, in the simulator, restricts kernels as grader/worker/__main__.py does
+for Part 2, before the submission is imported.
 """
 
 from __future__ import annotations
