@@ -41,6 +41,7 @@ EXPECTED = {
                               "mpi.data_parallel": "relative max-norm",
                               "mpi.averaging": "relative max-norm",
                               "mpi.combined": "rank"},
+    "combined_host_sgd": {"mpi.combined": "launched none of your kernels"},
     "no_communication": {"mpi.allreduce": "outside the float32 bound",
                          "mpi.data_parallel": "relative max-norm",
                          "mpi.averaging": "relative max-norm",

@@ -33,8 +33,9 @@ SUBMISSIONS = {
     "allreduce_averages_twice": BUGS / "allreduce_averages_twice.toml",  # Part 3 bug
     "net_lr_applied_twice": BUGS / "net_lr_applied_twice.toml",  # Part 2 bug
     "no_communication": CHEAT,  # Part 3 functions that never combine the ranks' gradients
+    "combined_host_sgd": CHEAT.parent / "combined_host_sgd",  # an SGD step on the host
 }
-SLOW = {"allreduce_averages_twice", "no_communication"}
+SLOW = {"allreduce_averages_twice", "no_communication", "combined_host_sgd"}
 
 
 def _names(names: list[str]) -> list:
@@ -166,3 +167,24 @@ def test_on_a_gpu_the_item_is_graded_on_the_gpu(tmp_path):
             assert item.checks[0]["relative_max_norm"] < item.checks[0]["tolerance"]
         else:
             assert item.points == 0 and blame in item.message, item.message
+
+
+@pytest.mark.parametrize("name", _names(["combined_host_sgd"]))
+def test_a_network_computed_on_the_host_loses_the_item(graded, name):
+    item = graded[name]
+    assert item.points == 0, item.message
+    assert "call(s) of sgd_step() launched none of your kernels" in item.message
+
+
+def test_a_network_call_that_launches_no_kernel_is_reported():
+    """Part 2's rule holds here too: every call of forward, backward and sgd_step must
+    launch the submission's own kernels (the worker counts them per rank and case)."""
+    from grader.checks.mpi_combined import NETWORK_CALLS, silent_calls
+
+    honest = {"calls": np.array([4, 4, 4]), "silent": np.zeros(3, np.int64)}
+    assert len(NETWORK_CALLS) == 3
+    assert silent_calls([[honest], [honest, honest]]) == ""
+    host_step = {**honest, "silent": np.array([0, 0, 3])}
+    message = silent_calls([[honest], [honest, host_step]])
+    assert "rank 1 on 2 ranks: 3 of 4 call(s) of sgd_step()" in message
+    assert "no count" in silent_calls([[{}], [honest, honest]])

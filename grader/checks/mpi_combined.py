@@ -58,6 +58,28 @@ def split_tolerance(batches: list[int], fan_in: int) -> float:
     return float(sum(gamma(2 * n + 2 * fan_in + 3) for n in batches))
 
 
+NETWORK_CALLS = ("forward", "backward", "sgd_step")  # the order of the counts' arrays
+
+
+def silent_calls(runs: list[list[dict[str, np.ndarray]]]) -> str:
+    """'' when every call of the network's functions, on every rank of every case,
+    launched the submission's own kernels; else what did not (Part 2's rule: training
+    must run on your kernels, not on the host or a library)."""
+    for case, ranks in zip(("in one process", "on 2 ranks"), runs, strict=False):
+        for r, arrays in enumerate(ranks):
+            silent, calls = arrays.get("silent"), arrays.get("calls")
+            if silent is None or calls is None or silent.shape != (len(NETWORK_CALLS),) \
+                    or calls.shape != silent.shape:
+                return f"rank {r} {case}: no count of the network's calls"
+            for name, quiet, total in zip(NETWORK_CALLS, silent.tolist(), calls.tolist(),
+                                          strict=True):
+                if quiet:
+                    return (f"rank {r} {case}: {quiet} of {total} call(s) of {name}() "
+                            "launched none of your kernels: training must run on your "
+                            "kernels")
+    return ""
+
+
 def largest_difference(got: list[dict[str, np.ndarray]], want: dict[str, np.ndarray]
                        ) -> tuple[float, str, str]:
     """(worst relative max-norm, where, problem) of every rank's arrays against `want`;
@@ -87,6 +109,7 @@ def check_combined(alone: dict[str, np.ndarray], ranks: list[dict[str, np.ndarra
         message = f"your network in one process: {problem.removeprefix('rank 0: ')}"
         return False, message, [{"case": "your network in one process", "passed": False,
                                  "message": message}]
+    alone = {k: alone[k] for k in ref}  # the parameters (the counts of calls aside)
     split, split_where, problem = largest_difference(ranks, alone)
     if problem:
         return False, problem, [{"case": "2 ranks", "passed": False, "message": problem}]

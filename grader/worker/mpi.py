@@ -31,6 +31,7 @@ for Part 2, before the submission is imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -42,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from grader.worker.common import LIMITS, confine, describe_error, read_inputs
+from grader.worker.launches import COUNT
 
 RANKS_NOTE = "the grader runs them on communicators of 1 to 4 ranks carved out of a larger job"
 
@@ -165,10 +167,33 @@ def _train_alone(engine: Any, data: Any, config: Any) -> None:
             engine.step(grads, config.lr)
 
 
+NETWORK_CALLS = ("forward", "backward", "sgd_step")  # counted per call (grader.checks.mpi_combined)
+
+
+class Counted:
+    """A network function of the submission whose calls are counted, and those that
+    launched none of the submission's kernels (Part 2's rule: training runs on them)."""
+
+    def __init__(self, fn: Any, recorder: Any):
+        self.fn, self.recorder = fn, recorder
+        self.calls = self.silent = 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        self.recorder.begin(COUNT)
+        try:
+            return self.fn(*args)
+        finally:
+            if self.recorder.end().own_launches == 0:
+                self.silent += 1
+
+
 def run_combined(n: int, case: dict, comm: Any, submission: Path,
-                 inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                 inputs: dict[str, np.ndarray], recorder: Any = None) -> dict[str, np.ndarray]:
     """The submission's Part 2 network (its kernels, forward, backward and sgd_step, on
-    the trusted GEMM) trained alone (a case of one rank) or under its Part 3 functions."""
+    the trusted GEMM) trained alone (a case of one rank) or under its Part 3 functions.
+    Besides the parameters: `calls` and `silent`, per function of NETWORK_CALLS, how many
+    calls this rank made and how many launched none of the submission's kernels."""
     from nnkit import network
     from nnkit.backend import select
     from nnkit.mnist import Split
@@ -182,27 +207,33 @@ def run_combined(n: int, case: dict, comm: Any, submission: Path,
     gemm = make_gemm("cublas" if select().on_gpu else "host", submission)
     engine = DeviceEngine(submission, network.glorot_uniform(config.sizes(features),
                                                              config.seed), config, gemm)
+    counted = {name: Counted(getattr(engine, name), recorder) for name in NETWORK_CALLS}
+    for name, fn in counted.items():
+        setattr(engine, name, fn)
     if case["ranks"] == 1:
         _train_alone(engine, data, config)
     else:
         train_mpi(comm, engine, data, config, folder_functions(submission))
-    return engine.host_params().named()
+    return {**engine.host_params().named(),
+            "calls": np.array([counted[k].calls for k in NETWORK_CALLS], np.int64),
+            "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64)}
 
 
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
        "train": run_train, "average": run_average, "combined": run_combined}
 
 
-def _device_set_up(job: dict) -> None:
+def _device_set_up(job: dict, submission: Path) -> Any:
     """The combined item runs the submission's kernels: the backend chosen, numba (and
-    CuPy on a GPU) loaded and, in the simulator, kernels restricted as compiled ones are
-    (grader/worker/__main__.py does the same for Part 2), all before anything submitted is
-    imported. The other kinds run no kernel and skip this."""
+    CuPy on a GPU) loaded, the launch recorder installed and, in the simulator, kernels
+    restricted as compiled ones are (grader/worker/__main__.py does the same for Part 2),
+    all before anything submitted is imported. Returns the recorder (None for the other
+    kinds, which run no kernel and skip this)."""
     if job["kind"] != "combined":
-        return
+        return None
     import threading
 
-    from grader.worker import blocksync, kernelsim
+    from grader.worker import blocksync, kernelsim, launches
     from nnkit.backend import cuda, select
 
     del cuda  # imported for its side effect: numba loads before the submission can
@@ -216,6 +247,10 @@ def _device_set_up(job: dict) -> None:
     import nnkit.dataset
     import nnkit.gemm  # noqa: F401
 
+    recorder = launches.Recorder(submission, select().on_gpu)
+    recorder.install()
+    return recorder
+
 
 def _wait_for_all(comm: Any) -> None:
     """A barrier that sleeps while it waits (MPI's own barrier spins on a core)."""
@@ -224,9 +259,10 @@ def _wait_for_all(comm: Any) -> None:
         time.sleep(0.002)
 
 
-def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any]:
+def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any, Any]:
     """This rank's submission copy and inputs, then confinement (see the module's text).
-    Returns (submission, inputs, snapshot of the trusted modules)."""
+    Returns (submission, inputs, snapshot of the trusted modules, launch recorder or
+    None)."""
     home = Path(job["ranks_dir"]) / f"rank-{rank}"
     inputs = read_inputs(home / "inputs.npz")
     submission = (home / "submission").resolve()
@@ -244,12 +280,12 @@ def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray],
     import nnkit.network
     import nnkit.submission
     import nnkit.training  # noqa: F401
-    _device_set_up(job)
+    recorder = _device_set_up(job, submission)
     # Last on the path (the worker runs with -P): the submission's modules can import
     # one another, and cannot stand in for an installed module.
     sys.path.append(str(submission))
     MPI.COMM_WORLD = RefusedWorld()  # the kit keeps its own reference (main's `world`)
-    return submission, inputs, confine(submission, Path(job["outdir"]), [scratch])
+    return submission, inputs, confine(submission, Path(job["outdir"]), [scratch]), recorder
 
 
 def main(argv: list[str]) -> int:
@@ -261,7 +297,9 @@ def main(argv: list[str]) -> int:
     job = json.loads(job_file.read_text())
     LIMITS.update(job.get("limits", {}))
     out, run = Path(job["outdir"]), RUN[job["kind"]]  # taken before the submission runs
-    submission, inputs, snapshot = set_up(job, MPI, rank)
+    submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
+    if recorder is not None:
+        run = functools.partial(run, recorder=recorder)
     _wait_for_all(world)  # every rank has read the job and its inputs
     if rank == 0:
         job_file.unlink(missing_ok=True)
