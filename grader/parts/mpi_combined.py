@@ -23,12 +23,13 @@ from grader.scoring import Config
 from grader.worker import guard
 from nnkit import network
 from nnkit.collectives import find_mpiexec
+from nnkit.mnist import Split
 
 # The job trains a network twice (in the simulator, every kernel on the CPU: 4-9 s for
 # the solution on 2 cores, against 1-3 s for Part 3's other jobs): twice their limit.
 LIMIT_FACTOR = 2
 
-_references: dict[tuple[int, str], network.Params] = {}
+_references: dict[tuple[int, str], tuple[Split, network.Params]] = {}
 _lock = threading.Lock()
 
 
@@ -40,14 +41,13 @@ def mnist_folder() -> str | None:
     return str(folder.resolve()) if all((folder / f).is_file() for f in FILES.values()) else None
 
 
-def reference(job_plan: dict, secret: int) -> network.Params:
-    """The CPU reference trained in one process on the job's rows (float32, as Part 2's),
-    computed once per grading run and configuration."""
+def reference(job_plan: dict, secret: int) -> tuple[Split, network.Params]:
+    """The job's training rows, and the CPU reference trained on them in one process
+    (float32, as Part 2's), computed once per grading run and configuration."""
     key = (secret, job_plan["description"])
     with _lock:
         if key not in _references:
             from nnkit.dataset import Dataset
-            from nnkit.mnist import Split
             from nnkit.training import ReferenceRunner, TrainConfig, train
 
             split = cases.training_data(job_plan, secret)
@@ -57,7 +57,7 @@ def reference(job_plan: dict, secret: int) -> network.Params:
             runner = ReferenceRunner(network.glorot_uniform(
                 config.sizes(split.images.shape[1]), config.seed), config)
             train(runner, Dataset(split, empty, empty), config, evaluate=False)
-            _references[key] = runner.params()
+            _references[key] = (split, runner.params())
         return _references[key]
 
 
@@ -70,8 +70,7 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
                            NOT_GRADED, "not graded: no mpiexec on this machine (pip install "
                                        "mpich, or load the site's MPI)")]
     job_plan = cases.plan(on_gpu, mnist_folder())
-    data = cases.training_data(job_plan, config.secret)
-    ref = reference(job_plan, config.secret)
+    data, ref = reference(job_plan, config.secret)
     job_cases = cases.cases(job_plan)
     seconds = LIMIT_FACTOR * config.seconds_mpi
     run = run_mpi_job(cases.KIND, job_cases, submission, workroot / "mpi_combined",
