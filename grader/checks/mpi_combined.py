@@ -49,6 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.net import AGREEMENT_TOL, relative_norms
+from grader.worker.mpi import NETWORK_CALLS  # the order of the counts' arrays
 from nnkit import network
 from nnkit.gemm_reference import gamma
 
@@ -56,9 +57,6 @@ from nnkit.gemm_reference import gamma
 def split_tolerance(batches: list[int], fan_in: int) -> float:
     """Check 1's bound on the relative max-norm (see the module's text)."""
     return float(sum(gamma(2 * n + 2 * fan_in + 3) for n in batches))
-
-
-NETWORK_CALLS = ("forward", "backward", "sgd_step")  # the order of the counts' arrays
 
 
 def silent_calls(runs: list[list[dict[str, np.ndarray]]]) -> str:
