@@ -19,7 +19,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 COURSE ?= build/course
 
 .PHONY: help grade check test test-all lint starter data train bench-gemm bench-train clean distclean
-.PHONY: train-mpi bench-mpi bench tune
+.PHONY: train-mpi bench-mpi bench tune handouts figures
 .PHONY: dist-student release sample-class autograde
 
 help:
@@ -38,6 +38,9 @@ help:
 	@echo "make bench       the paper's comparison and leapfrogging (ARGS=--quick: minutes)"
 	@echo "make tune        the paper's learning-rate grid on a 5:1 split (ARGS=--quick)"
 	@echo "make starter     regenerate starter/ from solution/"
+	@echo "make handouts    the handouts as HTML (PDF too where Chromium is) in build/handouts/,"
+	@echo "                 links checked, Python snippets run, formulas checked against the code"
+	@echo "make figures     redraw the handouts' diagrams into handouts/img/"
 	@echo "make dist-student  what students receive: build/dist/nnkit-student(.tar.gz)"
 	@echo "make release     nbgrader course in COURSE=build/course, assignments generated"
 	@echo "make sample-class  three sample submissions into COURSE/submitted/"
@@ -82,6 +85,15 @@ lint: $(SETUP)
 starter: $(SETUP)
 	$(PY) -m grader.course.stubgen
 
+# A broken link between handouts, or to an image, fails the build; then the handouts'
+# Python snippets run and their formulas are checked against nnkit/network.py.
+handouts: $(SETUP)
+	$(PY) -m grader.handouts --out build/handouts --pdf auto
+	$(PY) -m pytest -q tests/test_handout_snippets.py tests/test_handout_equations.py
+
+figures: $(SETUP)
+	$(PY) -m grader.handouts.figures --out handouts/img
+
 dist-student: $(SETUP)
 	$(PY) -m grader.course.dist --out build/dist
 
@@ -116,13 +128,15 @@ bench-gemm: $(SETUP)
 bench-train: $(SETUP)
 	$(PY) -m nnkit bench-train --json results/bench_train.json
 
-# The mpiexec of the interpreter's environment (the MPICH wheel), else the PATH's (a site
-# MPI). Expanded when the recipe runs, after the environment exists.
-MPIEXEC ?= $(if $(wildcard $(dir $(PY))mpiexec),$(dir $(PY))mpiexec,mpiexec)
+# `nnkit mpirun` starts the job with the mpiexec of the interpreter's environment (the
+# MPICH wheel), else the PATH's (a site MPI), adding the flags Open MPI needs (as root, or
+# with more ranks than cores). MPIEXEC=path chooses another launcher.
+MPIEXEC ?=
 NP ?= 2
 train-mpi: $(SETUP)
 	@case "$(NP)" in ''|*[!0-9]*|0) echo "make train-mpi: NP must be a number of ranks, 1 or more (got '$(NP)')" >&2; exit 2;; esac
-	$(MPIEXEC) -n $(NP) $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
+	$(PY) -m nnkit mpirun -n $(NP) $(if $(MPIEXEC),--mpiexec $(MPIEXEC)) -- \
+	    $(PY) -m nnkit train --mpi --impl $(IMPL) $(ARGS)
 
 # Where nvidia-smi exists, the device-resident engine (one GPU per rank, NCCL) at the two
 # configurations of the Part 3 handout; elsewhere, or with MPI_GPU=0, CPU ranks.
@@ -148,7 +162,8 @@ tune: $(SETUP)
 # Build outputs only: the nbgrader course (build/course: submissions, gradebook.db) and
 # the grades stay; `make distclean` removes them too.
 clean:
-	rm -rf build/examples build/bugs build/notebooks build/dist build/check .pytest_cache .ruff_cache
+	rm -rf build/examples build/bugs build/notebooks build/dist build/check build/handouts \
+	    .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -not -path './.venv/*' -prune -exec rm -rf {} +
 
 distclean: clean

@@ -10,5 +10,6 @@ Module map, in the order a submission goes through it (part names: gemm, net, mp
   reports/     grade book, feedback and class summary (Jinja2 templates), Gradescope
   pipeline, cli   the run wired together; `python -m grader` (__main__, imported by none)
   course/      instructor-only: stubgen, student kit, nbgrader course, sharded grading
+  handouts/    beside grading: the handouts rendered to HTML/PDF, their figures and snippets
 Shared by all stages: results (item and submission results), scoring (config), safe_io.
 """

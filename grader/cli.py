@@ -17,6 +17,7 @@ submissions finished so far stay written.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import signal
 import sys
@@ -24,7 +25,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from grader import examples, safe_io
+from grader import examples, manual, safe_io
 from grader.isolation import gpus, runner
 from grader.parts import gemm as gemm_part
 from grader.pipeline import (
@@ -34,10 +35,12 @@ from grader.pipeline import (
     grade_all,
     references,
     write_class_reports,
+    write_feedback,
 )
 from grader.reports import report
 from grader.results import SubmissionResult
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
+from grader.selection import Selection
 from grader.submissions import Submission, resolve
 from nnkit.backend import BackendError, select
 from nnkit.gemm import BONUS_KERNELS, KERNELS
@@ -79,17 +82,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bonus", action="store_true",
                         help="grade the bonus items too, whatever the config's [bonus] says")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="workers at a time: CPU workers in simulator mode; on GPUs, at "
-                             "most one per GPU, so that timings do not disturb each other")
+                        help="workers at a time in simulator mode; on GPUs, how many GPUs "
+                             "to use (at most those visible)")
+    parser.add_argument("--jobs-per-gpu", type=int, default=None,
+                        help="on GPUs, workers sharing one GPU (default: half the cores "
+                             "per GPU, 1 to 8); a timed job always has its GPU alone")
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")
+    parser.add_argument("--function", default=None,
+                        help="a quick check: grade only the item of this Part 2 or Part 3 "
+                             "function and show only its checks (make check FUNCTION=...)")
     parser.add_argument("--details", action="store_true",
                         help="print every check of every item, not only the failures")
+    parser.add_argument("--manual", type=Path, default=None,
+                        help="an instructor's CSV of the items graded by hand (student,item,"
+                             "points[,comment]; grader/manual.py), merged into every report")
     parser.add_argument("--manifest", type=Path, default=None,
                         help="refuse to grade if the kit differs from this manifest or from "
                              "git HEAD (python -m grader.isolation.integrity write FILE)")
     return parser
+
+
+def default_jobs_per_gpu(gpu_count: int) -> int:
+    """Workers per GPU when --jobs-per-gpu is not given: a job is mostly one busy core
+    (Python, numba's compiler) and sometimes two or three (MPI ranks), so half the cores
+    each GPU gets, between 1 and 8."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return max(1, min(8, cores // (2 * max(gpu_count, 1))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,8 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if not parts or any(p not in PARTS for p in parts):
         parser.error(f"--parts: choose from {', '.join(PARTS)}")
+    try:
+        selection = Selection(args.function, solution=NAMED["solution"].is_dir())
+    except ValueError as err:
+        parser.error(f"--function: {err} (GEMM kernels: --parts gemm --kernels naive)")
+    if selection.part is not None:
+        parts = [selection.part]
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
+        parser.error("--jobs-per-gpu must be at least 1")
     if args.manifest is not None:  # before anything is graded (grader/isolation/integrity.py)
         from grader.isolation import integrity
 
@@ -125,21 +154,33 @@ def main(argv: list[str] | None = None) -> int:
               "them out unless [bonus] enabled = true or --bonus", file=sys.stderr)
     runner.reset()
     with Stop() as stop:
-        return _grade(args, parts, kernels, config, backend, stop)
+        return _grade(args, parts, kernels, config, backend, stop, selection)
 
 
 def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], config: Config,
-           backend, stop: Stop) -> int:
+           backend, stop: Stop, selection: Selection) -> int:
     submissions = _submissions(args)
     book = report.Gradebook(args.out)
+    grades = None
+    if args.manual is not None:  # checked whole before anything is graded
+        try:
+            known = manual.student_keys([*book.rows.values(),
+                                         *({"name": s.name, "id": report.safe_name(s.name)}
+                                           for s in submissions)])
+            grades = manual.read_manual(args.manual, config, known)
+        except manual.ManualError as err:
+            print(f"grader: --manual: {err}", file=sys.stderr)
+            return 2
     for problem in check_data():
         print(f"grader: {problem}", file=sys.stderr)
-    slots, jobs = None, args.jobs
-    if backend.on_gpu:  # at most one worker per GPU
-        ids = gpus.visible_ids() or ["0"]
-        jobs = min(args.jobs, len(ids))
-        slots = gpus.GpuSlots(ids[:jobs])
-    where = f" x {jobs} GPUs, one worker each" if slots and jobs > 1 else ""
+    slots, jobs, where = None, args.jobs, ""
+    if backend.on_gpu:
+        ids = (gpus.visible_ids() or ["0"])[:args.jobs]
+        per_gpu = args.jobs_per_gpu or default_jobs_per_gpu(len(ids))
+        slots = gpus.GpuSlots(ids, per_gpu)
+        jobs = slots.threads
+        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed jobs alone on "
+                 f"their GPU)")
     print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
           file=sys.stderr)
     for sub in submissions:
@@ -151,7 +192,7 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         workroot = Path(tmp)
         try:
             stop.unwind = True
-            refs = references(parts, config, workroot, slots)
+            refs = references(parts, config, workroot, slots, selection)
             stop.unwind = False
         except (gemm_part.ReferenceError, RuntimeError) as err:
             print(f"grader: {safe_io.clean_text(err, 2000)}", file=sys.stderr)
@@ -160,7 +201,9 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
             stop.unwind = False
         if stop.signum is None:
             results = grade_all(submissions, parts, kernels, config, backend, refs,
-                                workroot, slots, jobs, book, stop)
+                                workroot, slots, jobs, book, stop, selection)
+    if grades is not None and stop.signum is None:
+        write_feedback(manual.merge_into(book, grades, config), args.out)
     book.write_csv()  # also when nothing finished: the book as it stands
     if stop.signum is not None:
         print(f"grader: stopped by {signal.Signals(stop.signum).name}: every job killed; "

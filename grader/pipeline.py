@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from grader.parts import net as net_part
 from grader.reports import report
 from grader.results import FAIL, NOT_GRADED, ItemResult, SubmissionResult
 from grader.scoring import Config
+from grader.selection import EVERYTHING, Selection
 from grader.submissions import Submission
 from nnkit.progress import Progress
 
@@ -41,6 +42,7 @@ class Task:
     name: str
     item_ids: list[str]
     run: Callable[[], list[ItemResult]]
+    holds_gpu: bool = True  # False: the task takes a GPU itself, when it needs one
 
 
 def safely(task: Task, config: Config,
@@ -51,7 +53,7 @@ def safely(task: Task, config: Config,
     if runner.stopping():
         return None
     try:
-        with slots.hold() if slots else nullcontext():
+        with slots.hold() if slots and task.holds_gpu else nullcontext():
             items = task.run()
     except Exception as err:  # noqa: BLE001
         message = (f"the grader could not grade this ({type(err).__name__}: "
@@ -75,17 +77,36 @@ def gemm_references(config: Config, workroot: Path,
         return dict(zip(slots.ids, pool.map(measure, slots.ids), strict=True))
 
 
+def net_speed_references(config: Config, workroot: Path, slots: gpus.GpuSlots,
+                         reference: net_part.ReferenceTraining) -> dict[str, float]:
+    """The solution network's fastest epoch on every GPU, all GPUs at once."""
+    print(f"Timing the solution's network for reference on {len(slots.ids)} GPU(s) ...",
+          file=sys.stderr)
+
+    def measure(gpu: str) -> float:
+        with gpus.pinned(gpu):
+            return net_part.measure_speed_reference(config, workroot / f"gpu{gpu}", reference)
+
+    with ThreadPoolExecutor(len(slots.ids)) as pool:
+        return dict(zip(slots.ids, pool.map(measure, slots.ids), strict=True))
+
+
 def references(parts: list[str], config: Config, workroot: Path,
-               slots: gpus.GpuSlots | None) -> dict:
-    """What every submission is measured against, computed once per grading run."""
+               slots: gpus.GpuSlots | None, selection: Selection = EVERYTHING) -> dict:
+    """What every submission is measured against, computed once per grading run: only
+    what the selected items need."""
     on_gpu = slots is not None
-    refs: dict = {"gemm": None, "net": None, "mpi": None}
-    if "gemm" in parts and slots is not None:
+    refs: dict = {"gemm": None, "net": None, "net_speed": None, "mpi": None}
+    parts = [p for p in parts if selection.needs_reference(p)]
+    if "gemm" in parts and slots is not None and selection.solution:
         refs["gemm"] = gemm_references(config, workroot, slots)
     if "net" in parts:
         plan = net_part.training_plan(on_gpu)
         print(f"Training the CPU reference network: {plan.description} ...", file=sys.stderr)
         refs["net"] = net_part.reference_or_error(on_gpu)
+        if (slots is not None and selection.solution
+                and refs["net"].plan.data["source"] != net_part.dataset.SAMPLE):
+            refs["net_speed"] = net_speed_references(config, workroot, slots, refs["net"])
     if "mpi" in parts:
         print("Training the CPU reference for Part 3 (one process, and the serial model "
               "averaging) ...", file=sys.stderr)
@@ -94,9 +115,35 @@ def references(parts: list[str], config: Config, workroot: Path,
 
 
 def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, config: Config,
-          on_gpu: bool, refs: dict) -> list[Task]:
+          on_gpu: bool, refs: dict, slots: gpus.GpuSlots | None = None,
+          selection: Selection = EVERYTHING) -> list[Task]:
+    """The tasks of one submission; with a selection that narrows the run, only those
+    deciding its items, each keeping only what the selection shows."""
+    found = every_task(parts, kernels, folder, workroot, config, on_gpu, refs, slots)
+    if selection == EVERYTHING:
+        return found
+    if selection.item is not None:
+        found = [replace(t, item_ids=[selection.item]) for t in found
+                 if selection.item in t.item_ids]
+    return [replace(t, run=lambda run=t.run: selection.keep(run())) for t in found]
+
+
+def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Path,
+               config: Config, on_gpu: bool, refs: dict,
+               slots: gpus.GpuSlots | None) -> list[Task]:
     found = []
-    if "gemm" in parts:
+    if "gemm" in parts and refs["gemm"] and kernels:
+        # On a GPU: the correctness tasks first, then one timed task for the kernels
+        # that passed (waiting for their verdicts, the GPU to itself while it times).
+        verdicts = gemm_part.Verdicts(kernels)
+        for k in kernels:
+            found.append(Task(f"gemm {k}", [f"gemm.{k}.correctness"],
+                              partial(grade_kernel, k, folder, workroot, config, on_gpu,
+                                      None, verdicts)))
+        found.append(Task("gemm speed", [f"gemm.{k}.performance" for k in kernels],
+                          partial(gemm_part.grade_speed, kernels, folder, workroot, config,
+                                  refs["gemm"], verdicts, slots), holds_gpu=False))
+    elif "gemm" in parts:
         for k in kernels:
             found.append(Task(f"gemm {k}", [f"gemm.{k}.correctness", f"gemm.{k}.performance"],
                               partial(grade_kernel, k, folder, workroot, config, on_gpu,
@@ -104,9 +151,9 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
     if "net" in parts:
         found.append(Task("net functions", list(net_cases.ITEMS),
                           partial(net_part.grade_units, folder, workroot, config, on_gpu)))
-        found.append(Task("net training", ["net.agreement", "net.accuracy"],
+        found.append(Task("net training", ["net.agreement", "net.accuracy", "net.performance"],
                           partial(net_part.grade_training, folder, workroot, config, on_gpu,
-                                  refs["net"])))
+                                  refs["net"], refs.get("net_speed"))))
     if "mpi" in parts:
         for item_id, kind in mpi_cases.ITEMS.items():
             found.append(Task(f"mpi {kind}", [item_id],
@@ -120,10 +167,36 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
 
 
 def grade_kernel(kernel: str, folder: Path, workroot: Path, config: Config, on_gpu: bool,
-                 per_gpu: dict[str, gemm_part.Reference] | None) -> list[ItemResult]:
+                 per_gpu: dict[str, gemm_part.Reference] | None,
+                 verdicts: gemm_part.Verdicts | None = None) -> list[ItemResult]:
     """gemm_part.grade_kernel against the references of the GPU this thread holds."""
     return gemm_part.grade_kernel(kernel, folder, workroot, config, on_gpu,
-                              gpus.for_current(per_gpu))
+                                  gpus.for_current(per_gpu), verdicts)
+
+
+def in_order(planned: list[Task], got: dict[str, list[ItemResult]]) -> list[ItemResult]:
+    """The items of a submission's tasks, each kernel's speed item after its correctness
+    item; an item a later task gives again (a correctness item the timed task failed)
+    replaces the first in its place."""
+    by_id: dict[str, ItemResult] = {}
+    for task in planned:
+        for item in got.get(task.name, []):
+            by_id[item.id] = item
+    planned_ids = [i for task in planned for i in task.item_ids]
+    order = sorted(planned_ids, key=lambda i: (_kernel_rank(i, planned_ids),
+                                               planned_ids.index(i)))
+    return [by_id[i] for i in order if i in by_id] + [
+        item for i, item in by_id.items() if i not in order]
+
+
+def _kernel_rank(item_id: str, order: list[str]) -> int:
+    """GEMM items sort by the position of the kernel's correctness item."""
+    parts = item_id.split(".")
+    if len(parts) == 3 and parts[0] == "gemm":
+        first = f"gemm.{parts[1]}.correctness"
+        if first in order:
+            return order.index(first)
+    return order.index(item_id)
 
 
 def write_feedback(results: list[dict], out: Path) -> None:
@@ -201,7 +274,7 @@ class Interrupted(Exception):
     pass
 
 
-def _zero(item_id: str, config: Config, on_gpu: bool, why: str) -> ItemResult:
+def nothing_to_grade(item_id: str, config: Config, on_gpu: bool, why: str) -> ItemResult:
     """An item of a submission with nothing to grade: zero, or not graded where this run
     grades it for nobody (speed without a GPU)."""
     if item_id.endswith(".performance") and not on_gpu:
@@ -214,21 +287,20 @@ def _zero(item_id: str, config: Config, on_gpu: bool, why: str) -> ItemResult:
 def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str],
               config: Config, backend, references: dict, workroot: Path,
               slots: gpus.GpuSlots | None, jobs: int, book: report.Gradebook,
-              stop: Stop) -> list[SubmissionResult]:
+              stop: Stop, selection: Selection = EVERYTHING) -> list[SubmissionResult]:
     """Every task of every submission; each submission's reports are written as soon as
     its last task is done. Returns the results of the submissions finished."""
     plan: dict[str, list[Task]] = {}
     for sub in submissions:
         plan[sub.name] = tasks(parts, kernels, sub.folder or workroot / "missing",
                                workroot / report.safe_name(sub.name), config,
-                               backend.on_gpu, references)
+                               backend.on_gpu, references, slots, selection)
     items: dict[str, dict[str, list[ItemResult]]] = {sub.name: {} for sub in submissions}
     results: list[SubmissionResult] = []
 
     def finish(sub: Submission) -> None:
         result = SubmissionResult(sub.name, os.fsdecode(sub.folder or ""), backend.describe())
-        for task in plan[sub.name]:
-            result.items += items[sub.name][task.name]
+        result.items = in_order(plan[sub.name], items[sub.name])
         try:
             data = book.add(result, sub.notes)
         except OSError as err:  # a full disk, say: the others are still written
@@ -245,13 +317,17 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
                   f"{book.out}/ is kept ({sub.problem})", file=sys.stderr)
         elif sub.problem:  # nothing to grade: every item zero, with the reason
             for task in plan[sub.name]:
-                items[sub.name][task.name] = [_zero(i, config, backend.on_gpu, sub.problem)
-                                              for i in task.item_ids]
+                items[sub.name][task.name] = [
+                    nothing_to_grade(i, config, backend.on_gpu, sub.problem)
+                    for i in task.item_ids]
             finish(sub)
         else:
             todo += [(sub, task) for task in plan[sub.name]]
     by_name = {sub.name: sub for sub in submissions}
-    with Progress(len(todo), "grading") as bar, ThreadPoolExecutor(jobs) as pool:
+    # On GPUs, room for the timed tasks that wait (holding no GPU) for their correctness
+    # tasks beside the `jobs` that work: the GPU slots still bound what runs at once.
+    threads = 2 * jobs if slots else jobs
+    with Progress(len(todo), "grading") as bar, ThreadPoolExecutor(threads) as pool:
         futures: dict[Future, tuple[str, str]] = {
             pool.submit(safely, task, config, slots): (sub.name, task.name)
             for sub, task in todo}

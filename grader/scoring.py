@@ -1,15 +1,20 @@
-"""Points: the config file, and the formula that turns a time ratio into a share of points."""
+"""Points: the config file, the credit an item gives for some of its cases passing, and the
+formula that turns a time ratio into a share of points."""
 
 from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.isolation import sandbox, sanitizer
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.toml")
+# An item's `credit`: "all" = its points only when every case passes (the default);
+# "partial" = points x passed cases / cases, rounded to PARTIAL_DECIMALS decimals.
+CREDITS = ("all", "partial")
+PARTIAL_DECIMALS = 2
 
 
 class ConfigError(ValueError):
@@ -18,7 +23,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    items: dict[str, dict]  # item id -> {"title", "points"}
+    items: dict[str, dict]  # item id -> {"title", "points", optional "credit"}
     full_at: float
     zero_at: float
     repeats: int
@@ -39,12 +44,21 @@ class Config:
     # case's number) by the grader alone, and no job ever sees it. Drawn afresh for each
     # run unless `--seed` fixes it (to reproduce a run exactly).
     secret: int = 0
+    # Items graded by hand (the reports), from an instructor's CSV: id -> {"title", "points"}.
+    manual: dict[str, dict] = field(default_factory=dict)
+
+    def _spec(self, item: str) -> dict:
+        return self.items[item] if item in self.items else self.manual[item]
 
     def points(self, item: str) -> float:
-        return float(self.items[item]["points"])
+        return float(self._spec(item)["points"])
 
     def title(self, item: str) -> str:
-        return str(self.items[item].get("title", item))
+        return str(self._spec(item).get("title", item))
+
+    def credit(self, item: str) -> str:
+        """"all" or "partial" (CREDITS); manual items are given their points directly."""
+        return str(self.items.get(item, {}).get("credit", "all"))
 
 
 def load_config(path: Path = DEFAULT_CONFIG) -> Config:
@@ -69,6 +83,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             bonus=_flag(raw.get("bonus", {}).get("enabled", False), "[bonus] enabled"),
             seconds_mpi=float(raw.get("mpi", {}).get("seconds", 90)),
             mpiexec=str(raw.get("mpi", {}).get("mpiexec", "")),
+            manual=raw.get("manual", {}),
         )
         sandbox_settings = sandbox.Settings.from_config(raw.get("sandbox", {}))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
@@ -83,12 +98,41 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
                           f"choose from {', '.join(sanitizer.TOOLS)}")
     if config.repeats < 1 or config.warmup < 0:
         raise ConfigError(f"{path}: need repeats >= 1 and warmup >= 0")
-    for item, spec in config.items.items():
-        if not isinstance(spec, dict) or float(spec.get("points", -1)) < 0:
-            raise ConfigError(f"{path}: item {item} needs points >= 0")
+    _check_items(path, config)
     # Workers started by this process run under the sandbox settings of the config loaded.
     sandbox.use(sandbox_settings)
     return config
+
+
+def _check_items(path: Path, config: Config) -> None:
+    """Points >= 0 everywhere, a known credit rule, and no id both graded and manual."""
+    if not isinstance(config.manual, dict):
+        raise ConfigError(f"{path}: [manual] must be a table of items")
+    for table, items in (("items", config.items), ("manual", config.manual)):
+        for item, spec in items.items():
+            try:
+                ok = isinstance(spec, dict) and float(spec.get("points", -1)) >= 0
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ConfigError(f"{path}: [{table}.\"{item}\"] needs points >= 0")
+            credit = spec.get("credit", "all")
+            if table == "manual" and "credit" in spec:
+                raise ConfigError(f"{path}: [manual.\"{item}\"] credit: a manual item's "
+                                  "points come from the instructor's CSV; remove credit")
+            if credit not in CREDITS:
+                raise ConfigError(f'{path}: [items."{item}"] credit = {credit!r}: expected '
+                                  + " or ".join(f'"{c}"' for c in CREDITS))
+    both = sorted(set(config.items) & set(config.manual))
+    if both:
+        raise ConfigError(f"{path}: {', '.join(both)}: both an [items] and a [manual] item")
+
+
+def partial_points(points: float, passed: int, total: int) -> float:
+    """points x passed / total, rounded to PARTIAL_DECIMALS decimals (0 for no cases)."""
+    if total <= 0 or passed <= 0:
+        return 0.0
+    return round(points * min(passed, total) / total, PARTIAL_DECIMALS)
 
 
 def _flag(value: object, name: str) -> bool:

@@ -9,6 +9,7 @@
     bench       the paper's comparison: serial, threads, BLAS, GPU over batch sizes;
                 leapfrogging against its formula
     tune        the paper's learning-rate grid on a 5:1 train/validation split
+    mpirun      -n N -- COMMAND: COMMAND on N local MPI ranks with the kit's mpiexec
 """
 
 from __future__ import annotations
@@ -105,9 +106,15 @@ def cmd_tune(argv: list[str]) -> int:
     return main(argv)
 
 
+def cmd_mpirun(argv: list[str]) -> int:
+    from nnkit.mpirun import main
+
+    return main(argv)
+
+
 COMMANDS = {"info": cmd_info, "data": cmd_data, "bench-gemm": cmd_bench_gemm,
             "train": cmd_train, "bench-train": cmd_bench_train, "bench-mpi": cmd_bench_mpi,
-            "bench": cmd_bench, "tune": cmd_tune}
+            "bench": cmd_bench, "tune": cmd_tune, "mpirun": cmd_mpirun}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,9 @@ kernel's registers, shared memory and local memory (spills). --plot draws every 
 and cuBLAS over square sizes; --sweep-v4 times version 4 with other tile sizes
 (nnkit/bench_gemm_sweep.py). Results also go to --json if given. On a GPU with CuPy the
 kit's CUDA C kernel, version 5 (nnkit/gemm_cuda.py), runs beside the versions of --impl as
-`cuda-c` (`cuda-c:BMxBNxBK` picks its tiles).
+`cuda-c` (`cuda-c:BMxBNxBK` picks its tiles). `VERSION+thin` (hierarchical+thin,
+cuda-c+thin, ...) is that version behind nnkit.thin_dispatch, as `train --gemm` runs it:
+products with a dimension of at most 16 go to the kernels made for them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from nnkit.backend import select
 from nnkit.bench_gemm_check import ALPHA, BETA, check_and_time, problem
 from nnkit.bench_gemm_plot import PLOT_SIZES, parse_sizes, plot_progression
 from nnkit.bench_gemm_sweep import DEFAULT_TILES, SWEEP_SHAPES, format_sweep, parse_tiles, sweep
-from nnkit.gemm import KERNELS, cublas_gemm
+from nnkit.gemm import KERNELS, Launcher, cublas_gemm
 from nnkit.kernel_resources import format_resources, resources
 from nnkit.submission import load_function, load_module, resolve
 from nnkit.timing import gemm_gflops, spin_up
@@ -56,6 +58,7 @@ def run(impl: str, shapes: list[tuple[int, int, int]], kernels: list[str],
     folder = resolve(impl)
     launchers = {k: load_function(folder, *KERNELS[k]) for k in kernels if k in KERNELS}
     launchers.update(bench_gemm_cuda.launchers(kernels, backend.on_gpu))
+    launchers.update(thin_launchers(kernels, folder, backend.on_gpu))
     if backend.on_gpu:
         launchers = {"cublas": cublas_gemm, **launchers}
     rows = []
@@ -70,6 +73,25 @@ def run(impl: str, shapes: list[tuple[int, int, int]], kernels: list[str],
             print(f"  {M}x{N}x{K} {name}: {status}", file=sys.stderr)
     add_shares(rows)
     return rows
+
+
+def thin_choices() -> list[str]:
+    from nnkit.training import GEMM_CHOICES, THIN_SUFFIX
+
+    return [g for g in GEMM_CHOICES if g.endswith(THIN_SUFFIX)]
+
+
+def thin_launchers(kernels: list[str], folder: Path, on_gpu: bool) -> dict[str, Launcher]:
+    """The VERSION+thin entries of `kernels` (cuda-c+thin on a GPU only, said otherwise)."""
+    from nnkit.training import make_launcher
+
+    found = {}
+    for kernel in (k for k in kernels if k in thin_choices()):
+        if bench_gemm_cuda.is_cuda_c(kernel.partition("+")[0]) and not on_gpu:
+            print(f"{kernel}: skipped, it needs a GPU", file=sys.stderr)
+            continue
+        found[kernel] = make_launcher(kernel, folder)
+    return found
 
 
 def add_shares(rows: list[dict]) -> None:
@@ -140,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     kernels = [k for k in args.kernels.split(",") if k]
-    if any(k not in KERNELS and not bench_gemm_cuda.is_cuda_c(k) for k in kernels):
+    if any(k not in KERNELS and not bench_gemm_cuda.is_cuda_c(k) and k not in thin_choices()
+           for k in kernels):
         parser.error(f"--kernels: choose from {', '.join(KERNELS)}, "
-                     f"{bench_gemm_cuda.choices()}")
+                     f"{bench_gemm_cuda.choices()}, {', '.join(thin_choices())}")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if not backend.on_gpu:

@@ -1,6 +1,7 @@
 """Registers and spills of version 4's tile choices without a GPU: numba -> PTX -> ptxas -v.
 
     python -m nnkit.ptxas_report [--tiles 128x128x8/64x32/8x8,...] [--arch sm_90]
+    python -m nnkit.ptxas_report --thin      (the thin-product kernels, nnkit/gemm_thin.py)
 
 Needs the CUDA toolkit's libNVVM and ptxas (CUDA_HOME, or /usr/local/cuda), not a GPU.
 numba-cuda compiles the kernel to PTX for the given architecture and ptxas, the
@@ -34,8 +35,8 @@ def _ptxas(arch: str) -> str | None:
     return str(candidate) if candidate.is_file() else shutil.which("ptxas")
 
 
-def _compile_ptx(source: str, path: Path, cc: tuple[int, int]) -> str:
-    """PTX of the module's kernel for row-major float32 operands."""
+def _numba_for_ptx(cc: tuple[int, int]) -> tuple:
+    """(numba.cuda, numba.types), set up to compile PTX without NVRTC or a GPU."""
     import numba.cuda.cuda_paths as cuda_paths
     import numba.cuda.cudadrv.nvrtc as nvrtc
 
@@ -45,6 +46,13 @@ def _compile_ptx(source: str, path: Path, cc: tuple[int, int]) -> str:
     cuda_paths._get_nvrtc_path = lambda: ("none", None)
     from numba import cuda
     from numba import types as nt
+
+    return cuda, nt
+
+
+def _compile_ptx(source: str, path: Path, cc: tuple[int, int]) -> str:
+    """PTX of the module's kernel for row-major float32 operands."""
+    cuda, nt = _numba_for_ptx(cc)
 
     module = types.ModuleType(f"{MODULE}_ptx")
     source = source.replace("from nnkit.backend import cuda", "from numba import cuda")
@@ -56,12 +64,43 @@ def _compile_ptx(source: str, path: Path, cc: tuple[int, int]) -> str:
     return ptx
 
 
+def _assemble(ptxas: str, arch: str, ptx: str) -> str:
+    """ptxas -v's report on one PTX module: registers, stack frame and spills."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "kernel.ptx"
+        source.write_text(ptx)
+        done = subprocess.run([ptxas, f"-arch={arch}", "-v", str(source), "-o",
+                               str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True)
+    return " | ".join(REPORT.findall(done.stderr) or [done.stderr.strip()[-200:]])
+
+
+def thin_ptx(cc: tuple[int, int]) -> dict[str, str]:
+    """PTX of each kernel of nnkit/gemm_thin.py, for the layouts of the network's thin
+    products (A, B, C row-major or transposed views: numba's 'A' layout)."""
+    cuda, nt = _numba_for_ptx(cc)
+    path = Path(__file__).with_name("gemm_thin.py")
+    module = types.ModuleType("gemm_thin_ptx")
+    source = path.read_text().replace("from nnkit.backend import cuda, empty",
+                                      "from numba import cuda\nempty = None")
+    exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - the kit's own code
+    matrix, work = nt.Array(nt.float32, 2, "A"), nt.Array(nt.float32, 3, "C")
+    f32 = nt.float32
+    signatures = {"rows_kernel": (matrix, matrix, matrix, f32, f32),
+                  "columns_kernel": (matrix, matrix, matrix, work, f32, f32, nt.int64),
+                  "finish_kernel": (work, matrix, f32, f32),
+                  "outer_kernel": (matrix, matrix, matrix, f32, f32)}
+    return {name: cuda.compile_ptx(getattr(module, name).py_func, signature, cc=cc)[0]
+            for name, signature in signatures.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nnkit.ptxas_report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--impl", type=Path, default=NAMED["solution"])
     parser.add_argument("--tiles", default=DEFAULT_TILES)
     parser.add_argument("--arch", default="sm_90", help="sm_XY (default sm_90, the H100)")
+    parser.add_argument("--thin", action="store_true",
+                        help="report the thin-product kernels instead of version 4's tiles")
     args = parser.parse_args(argv)
     match = re.fullmatch(r"sm_(\d)(\d+)", args.arch)
     ptxas = _ptxas(args.arch)
@@ -70,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     cc = (int(match.group(1)), int(match.group(2)))
+    if args.thin:
+        for name, ptx in thin_ptx(cc).items():
+            print(f"{name:<24} " + _assemble(ptxas, args.arch, ptx))
+        return 0
     path = Path(args.impl) / f"{MODULE}.py"
     for tiles in parse_tiles(args.tiles):
         try:
@@ -77,14 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as err:  # noqa: BLE001 - report and go on with the next tiles
             print(f"{label(tiles):<24} could not compile: {type(err).__name__}: {err}"[:300])
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            source = Path(tmp) / "kernel.ptx"
-            source.write_text(ptx)
-            done = subprocess.run([ptxas, f"-arch={args.arch}", "-v", str(source), "-o",
-                                   str(Path(tmp) / "kernel.cubin")],
-                                  capture_output=True, text=True)
-        found = REPORT.findall(done.stderr) or [done.stderr.strip()[-200:]]
-        print(f"{label(tiles):<24} " + " | ".join(found))
+        print(f"{label(tiles):<24} " + _assemble(ptxas, args.arch, ptx))
     return 0
 
 

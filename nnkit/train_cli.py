@@ -68,7 +68,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
     p.add_argument("--val-fraction", type=float, default=0.1)
     p.add_argument("--gemm", choices=GEMM_CHOICES, default="register",
-                   help="the GEMM under a GPU implementation (host: NumPy, for the simulator)")
+                   help="the GEMM under a GPU implementation (host: NumPy, for the "
+                        "simulator; VERSION+thin: thin products to kernels made for them)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="precision of the reference")
     p.add_argument("--data", default=None,

@@ -24,7 +24,13 @@ from nnkit.gemm import KERNELS, cublas_gemm, gemm
 from nnkit.progress import Progress
 from nnkit.submission import load_function
 
-GEMM_CHOICES = (*KERNELS, "cublas", "host")
+# A kernel's name with THIN_SUFFIX: products with a dimension of at most 16 (the output
+# layer's) go to kernels made for them (nnkit.thin_dispatch), the others to that kernel
+# (cuda-c+thin: with transposed views copied to rows first, which version 5 reads fastest).
+THIN_SUFFIX = "+thin"
+CUDA_C = "cuda-c"  # version 5, nnkit/gemm_cuda.py (GPU with CuPy only)
+GEMM_CHOICES = (*KERNELS, CUDA_C, *(f"{k}{THIN_SUFFIX}" for k in (*KERNELS, CUDA_C)),
+                "cublas", "host")
 
 
 @dataclass(frozen=True)
@@ -118,19 +124,40 @@ def host_gemm(A: Any, B: Any, C: Any, alpha: float, beta: float) -> None:
     C.copy_to_device(d.astype(np.float32)) if hasattr(C, "copy_to_device") else C.set(d)
 
 
+def make_launcher(kernel: str, folder: Path) -> Callable:
+    """The launcher (A, B, C, alpha, beta) of a GEMM_CHOICES name."""
+    base, thin = kernel.removesuffix(THIN_SUFFIX), kernel.endswith(THIN_SUFFIX)
+    if kernel not in GEMM_CHOICES:
+        raise ValueError(f"unknown GEMM {kernel!r}; choose from {', '.join(GEMM_CHOICES)}")
+    if base in ("cublas", CUDA_C) and not select().on_gpu:
+        raise ValueError(f"--gemm {kernel} needs a GPU")
+    if base == "cublas":
+        return cublas_gemm
+    if base == "host":
+        return host_gemm
+    from nnkit import thin_dispatch
+
+    if base == CUDA_C:
+        from nnkit import gemm_cuda, gemm_cuda_thin
+
+        # With +thin, the network's whole GEMM on version 5: its tiles get row-major
+        # operands (transposed views copied first), thin products the thin kernels.
+        launch = gemm_cuda_thin.rowmajor_gemm_cuda if thin else gemm_cuda.gemm_cuda
+        kernels = thin_dispatch.ThinKernels(gemm_cuda_thin.rows_gemm,
+                                            gemm_cuda_thin.columns_gemm,
+                                            gemm_cuda_thin.outer_gemm)
+    else:
+        from nnkit import gemm_thin
+
+        launch = load_function(folder, *KERNELS[base])
+        kernels = thin_dispatch.ThinKernels(gemm_thin.rows_gemm, gemm_thin.columns_gemm,
+                                            gemm_thin.outer_gemm)
+    return thin_dispatch.with_thin(launch, kernels) if thin else launch
+
+
 def make_gemm(kernel: str, folder: Path) -> Callable:
     """gemm(A, B, C, alpha, beta, trans_a=, trans_b=) over the chosen launcher."""
-    if kernel == "cublas":
-        if not select().on_gpu:
-            raise ValueError("--gemm cublas needs a GPU")
-        launch = cublas_gemm
-    elif kernel == "host":
-        launch = host_gemm
-    elif kernel in KERNELS:
-        launch = load_function(folder, *KERNELS[kernel])
-    else:
-        raise ValueError(f"unknown GEMM {kernel!r}; choose from {', '.join(GEMM_CHOICES)}")
-    return partial(gemm, launch)
+    return partial(gemm, make_launcher(kernel, folder))
 
 
 class DeviceRunner:

@@ -16,8 +16,8 @@ from grader.course import dist
 from grader.course.hidden import HIDDEN
 from grader.course.stubgen import stub_source
 from grader.parts import gemm as part1
-from grader.results import NOT_GRADED, ItemResult
-from grader.student import NO_SOLUTION, without_solution
+from grader.results import NOT_GRADED
+from grader.selection import EVERYTHING, NO_SOLUTION, Selection
 from nnkit.checks import VISIBLE, check
 from nnkit.submission import NAMED, load_function
 from tests.conftest import KIT_ROOT
@@ -149,15 +149,15 @@ def test_make_test_in_the_unpacked_distribution(unpacked):
         check("add_bias", load_function(unpacked / "starter", "net_1_kernels", "add_bias"))
 
 
-def test_student_check_says_why_speed_is_not_graded(monkeypatch):
-    # Restored after the test: without_solution() patches the grader in this process.
-    monkeypatch.setattr(part1, "performance_item", part1.performance_item)
-    monkeypatch.setattr(part1, "measure_reference", part1.measure_reference)
-    without_solution()
-    assert part1.measure_reference(None, None) is None
-    item = part1.performance_item("naive", True, None, [], _Config(), None)
-    assert isinstance(item, ItemResult) and item.status == NOT_GRADED
-    assert item.message == NO_SOLUTION
+def test_student_check_says_why_speed_is_not_graded():
+    """Without solution/ (the student kit), a speed item left ungraded on a GPU for want
+    of the solution's timing says where to time one's own; without a GPU it says so."""
+    on_gpu = part1.performance_item("naive", True, None, [], _Config(), None, on_gpu=True)
+    no_gpu = part1.performance_item("naive", True, None, [], _Config(), None)
+    kit = Selection(solution=False)
+    assert [i.message for i in kit.keep([on_gpu, no_gpu])] == [NO_SOLUTION, no_gpu.message]
+    assert on_gpu.status == NOT_GRADED and "no GPU" in no_gpu.message
+    assert EVERYTHING.keep([on_gpu]) == [on_gpu]  # the instructors' kit: untouched
 
 
 class _Config:
@@ -181,6 +181,7 @@ README_RUN = {
     "make train-mpi NP=2 IMPL=reference": "test accuracy",
     "make train IMPL=reference": "test accuracy",
     "make bench-mpi": "one reduce of",
+    "make handouts": "pages to",
 }
 # Commands it leaves out, and why.
 README_SKIP = {
@@ -239,6 +240,7 @@ def test_the_student_readme_commands_work_in_the_unpacked_kit(unpacked):
         "make train IMPL=reference": [f"ARGS=--data sample --epochs 2 {SMALL}"],
         "make bench-mpi": [f"IMPL={solution}", f"ARGS={SMALL} --epochs 1 --gemm host "
                            "--ranks 1,2 --repeats 2 --hidden 16"],
+        "make handouts": [],
     }
     full = unpacked / "build" / "check" / "starter.json"  # the full run's report, if any
     before = full.read_bytes() if full.exists() else None
@@ -256,6 +258,20 @@ def test_the_student_readme_commands_work_in_the_unpacked_kit(unpacked):
     assert [i["id"] for i in scatter["items"]] == ["mpi.scatter"]
     assert scatter["items"][0]["points"] == 0  # starter/ is a stub
     assert (full.read_bytes() if full.exists() else None) == before  # left alone
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_handouts_in_the_unpacked_kit(unpacked):
+    """The student kit renders its own handouts: the renderer, its template and the
+    figures ship, and every link between the shipped handouts holds."""
+    done = subprocess.run(["make", "handouts", f"PY={sys.executable}"], cwd=unpacked,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = unpacked / "build" / "handouts"
+    assert {p.stem for p in out.glob("*.html")} == \
+        {p.stem for p in (unpacked / "handouts").glob("*.md")}
+    assert "img/ring-allreduce.png" in (out / "part3-mpi.html").read_text(encoding="utf-8")
+    assert (out / "img" / "ring-allreduce.png").is_file()
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")

@@ -67,7 +67,8 @@ def test_a_task_runs_on_a_held_gpu_and_a_failure_releases_it():
 def test_speed_is_measured_against_the_references_of_the_gpu_the_task_holds(monkeypatch):
     got = []
     monkeypatch.setattr(gemm_part, "grade_kernel",
-                        lambda kernel, folder, workroot, config, on_gpu, ref: got.append(ref))
+                        lambda kernel, folder, workroot, config, on_gpu, ref, verdicts=None:
+                        got.append(ref))
     per_gpu = {"0": "ref-on-0", "1": "ref-on-1"}
     for gpu in ("1", "0"):
         with gpus.pinned(gpu):
@@ -90,3 +91,53 @@ def test_mpi_ranks_on_one_machine_split_its_gpus():
     assert [gpus.local_share(ids, r, 4) for r in range(4)] == [["0"], ["1"], ["2"], ["3"]]
     assert [gpus.local_share(["0", "1"], r, 3) for r in range(3)] == [["0"], ["1"], ["0"]]
     assert gpus.local_share([], 0, 2) == []
+
+
+def test_shared_gpus_admit_per_gpu_tasks_and_a_timed_job_runs_alone():
+    """Up to per_gpu tasks share a GPU; inside gpus.exclusive() a task is the only one
+    on its GPU (the others wait outside), and no GPU ever holds more than per_gpu."""
+    slots = gpus.GpuSlots(["0", "1"], per_gpu=3)
+    assert slots.threads == 6
+    lock = threading.Lock()
+    running: dict[str, int] = {"0": 0, "1": 0}
+    alone: dict[str, bool] = {"0": False, "1": False}
+    most, clashes = {"0": 0, "1": 0}, []
+
+    def task(n):
+        with slots.hold() as gpu:
+            with lock:
+                running[gpu] += 1
+                most[gpu] = max(most[gpu], running[gpu])
+                if alone[gpu]:
+                    clashes.append(("shared beside a timed job", gpu))
+            time.sleep(0.005)
+            with lock:
+                running[gpu] -= 1
+            if n % 4 == 0:
+                with gpus.exclusive():
+                    with lock:
+                        if running[gpu]:
+                            clashes.append(("timed beside shared", gpu, running[gpu]))
+                        alone[gpu] = True
+                    time.sleep(0.005)
+                    with lock:
+                        alone[gpu] = False
+                assert gpus.current() == gpu  # back to its shared hold of the same GPU
+            with lock:
+                running[gpu] += 1
+            time.sleep(0.002)
+            with lock:
+                running[gpu] -= 1
+
+    with ThreadPoolExecutor(slots.threads) as pool:
+        list(pool.map(task, range(60)))
+    assert clashes == []
+    assert max(most.values()) <= 3 and max(most.values()) >= 2  # shared, and bounded
+
+
+def test_exclusive_without_a_shared_pool_changes_nothing():
+    with gpus.exclusive():
+        assert gpus.current() is None
+    slots = gpus.GpuSlots(["4"])  # one task per GPU: the GPU is the task's alone already
+    with slots.hold() as gpu, gpus.exclusive():
+        assert gpus.current() == gpu == "4"

@@ -106,10 +106,11 @@ def test_check_line_goes_into_the_docstring_after_a_long_signature():
 
 def test_a_quick_check_keeps_only_its_item_and_checks(monkeypatch):
     """make check FUNCTION=add_bias: only the task of its item runs, and of that item's
-    checks (it covers three functions) only add_bias's are shown."""
-    from grader import cli, pipeline
+    checks (it covers three functions) only add_bias's are shown; no reference network
+    is trained for it."""
+    from grader import pipeline
     from grader.results import FAIL, ItemResult
-    from grader.student import only_function
+    from grader.selection import Selection
 
     def items():
         checks = [{"case": "add_bias 1x1"}, {"case": "bias_sigmoid 1x1"}]
@@ -118,15 +119,17 @@ def test_a_quick_check_keeps_only_its_item_and_checks(monkeypatch):
 
     fake = [pipeline.Task("net functions", ["net.kernels", "net.softmax"], items),
             pipeline.Task("mpi scatter", ["mpi.scatter"], lambda: [])]
-    monkeypatch.setattr(pipeline, "tasks", lambda *args, **kwargs: fake)
-    monkeypatch.setattr(cli, "references", lambda parts, *rest: list(parts))
-    assert only_function("add_bias") == "net"
-    assert cli.references(["net"], None) == []  # no reference network trained
-    tasks = pipeline.tasks()
+    monkeypatch.setattr(pipeline, "every_task", lambda *args, **kwargs: fake)
+    quick = Selection("add_bias")
+    assert (quick.part, quick.item) == ("net", "net.kernels")
+    assert pipeline.references(["net"], None, None, None, quick)["net"] is None
+    tasks = pipeline.tasks(["net"], [], None, None, None, False, {}, None, quick)
     assert [t.name for t in tasks] == ["net functions"] and tasks[0].item_ids == ["net.kernels"]
     kept = tasks[0].run()
     assert [i.id for i in kept] == ["net.kernels"]
     assert [c["case"] for c in kept[0].checks] == ["add_bias 1x1"]
+    with pytest.raises(ValueError, match="unknown function"):
+        Selection("not_a_function")
 
 
 def _signature(node: ast.FunctionDef) -> str:

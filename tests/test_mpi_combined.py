@@ -73,7 +73,7 @@ def graded(tmp_path_factory, request):
 @pytest.mark.parametrize("name", _names(["solution"]))
 def test_the_solution_gets_the_item(graded, name):
     item = graded[name]
-    assert item.points == item.max_points == 5, item.message
+    assert item.points == item.max_points > 0, item.message
     split, reference = item.checks
     assert split["passed"] and reference["passed"]
     # Well inside the derived bound: only the order of float32 sums differs.

@@ -131,13 +131,13 @@ def scan(folder: Path, module: str) -> list[Finding]:
     return findings
 
 
-def read_hits(outdir: Path) -> list[Finding]:
-    """What the worker's traps recorded (a malformed line is skipped)."""
+def read_hits(outdir: Path, name: str = RECORD) -> list[Finding]:
+    """What the worker's traps recorded in outdir/name (a malformed line is skipped)."""
     from grader import safe_io
 
     hits = []
     try:  # at most 100 lines are used: 256 KiB of them is plenty
-        data, _ = safe_io.read_head(Path(outdir) / RECORD, 256 << 10)
+        data, _ = safe_io.read_head(Path(outdir) / name, 256 << 10)
     except (OSError, ValueError):
         return []
     lines = data.decode("utf-8", errors="replace").splitlines()

@@ -212,22 +212,23 @@ class PerfOutcome:
 
 
 def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int = 0,
-               perf_seed: int = 0, own_code: bool = True) -> PerfOutcome:
+               perf_seed: int = 0, own_code: bool = True, prefix: str = "") -> PerfOutcome:
     """Best time of perf case n, provided every timed call launched the submission's own
     kernels (`own_code`; not for cuBLAS) and computed the right C, and the extra call's
-    launches, replayed, reproduce its result."""
+    launches, replayed, reproduce its result. prefix: the kernel's in a job that timed
+    several (`naive-perf-0.json`)."""
     label = case.label()
-    err_file = outdir / f"perf-{n}.err"
+    err_file = outdir / f"{prefix}perf-{n}.err"
     if os.path.lexists(err_file):
         return PerfOutcome(label, None, "raised " + error_text(err_file))
     try:
-        raw = safe_io.read_json(outdir / f"perf-{n}.json", TIMINGS_BYTES)
+        raw = safe_io.read_json(outdir / f"{prefix}perf-{n}.json", TIMINGS_BYTES)
         timings = Timings(_positive_floats(raw["host"]), _positive_floats(raw["device"]))
         launches = raw.get("launches", [])
         ops = build_operands(case, secret)
         rows = sample_positions(case, perf_seed)[0].size
         calls = max(len(timings.host), len(timings.device or []))
-        data = safe_io.load_npz(outdir / f"perf-{n}.npz", names=PERF_ARRAYS,
+        data = safe_io.load_npz(outdir / f"{prefix}perf-{n}.npz", names=PERF_ARRAYS,
                                 max_members=len(PERF_ARRAYS), max_bytes=safe_io.npz_cap(
                                     3 * ops.C_buf.nbytes + 4 * (calls + 1) * rows))
         C_after, samples, extra_C = data["C"], data["samples"], data["extra_C"]

@@ -1,14 +1,24 @@
 """Scores back into nbgrader's gradebook and the course's gradebook.csv.
+
+    python -m grader.course.gradebook --manual marks.csv [--course build/course]
+
+merges an instructor's CSV of the items graded by hand (grader/manual.py) into the kit's
+reports of an autograded course (DIR/kit_grades/) and rewrites DIR/gradebook.csv with
+them: each is a `kit:` column and counts in the totals. nbgrader's own database holds
+grades of notebook cells only; the reports are no cell, so they live in the CSV.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import sys
 import warnings
 from pathlib import Path
 
 from grader.course.testcells import CellResult, CheckCell, Student, open_gradebook
+from nnkit.submission import KIT_ROOT
 
 
 def _timestamp(folder: Path) -> dict:
@@ -120,3 +130,63 @@ def write_gradebook(course: Path, assignments: list[str], students: list[str],
                              f"{kit_total:g}", f"{kit_max:g}", f"{nb_total + kit_total:g}",
                              f"{nb_max + kit_max:g}"])
     return path
+
+
+def nbgrader_scores(course: Path) -> tuple[list[str], list[str],
+                                          dict[str, dict[str, tuple[float, float]]]]:
+    """(assignments, students, student -> assignment -> (score, max)) as the course's
+    gradebook.csv holds them (written by autograde)."""
+    with open(course / "gradebook.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+        header = list(rows[0]) if rows else []
+    assignments = [h.split(":", 1)[1] for h in header
+                   if h.startswith("nbgrader:") and not h.endswith(":max")]
+    scores = {r["student"]: {a: (float(r[f"nbgrader:{a}"] or 0),
+                                 float(r[f"nbgrader:{a}:max"] or 0)) for a in assignments}
+              for r in rows}
+    return assignments, [r["student"] for r in rows], scores
+
+
+def merge_manual(course: Path, marks: Path, config_path: Path | None = None) -> Path:
+    """The CSV's hand-given grades merged into DIR/kit_grades/ (its reports, grades.csv,
+    feedback and Gradescope files), then DIR/gradebook.csv rewritten; returns its path.
+    Raises manual.ManualError (every bad line named) before anything is written."""
+    from grader import manual
+    from grader.pipeline import write_class_reports, write_feedback
+    from grader.reports.report import Gradebook
+    from grader.scoring import DEFAULT_CONFIG, load_config
+
+    if not (course / "gradebook.csv").is_file():
+        raise manual.ManualError(f"{course}: no gradebook.csv (run autograde first)")
+    config = load_config(config_path or DEFAULT_CONFIG)
+    book = Gradebook(course / "kit_grades")
+    grades = manual.read_manual(marks, config, manual.student_keys(book.reports()))
+    write_feedback(manual.merge_into(book, grades, config), book.out)
+    write_class_reports(book)
+    assignments, students, scores = nbgrader_scores(course)
+    return write_gradebook(course, assignments, students, scores)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from grader.manual import ManualError
+    from grader.scoring import DEFAULT_CONFIG, ConfigError
+
+    parser = argparse.ArgumentParser(prog="python -m grader.course.gradebook",
+                                     description="merge hand-given grades into the course's "
+                                                 "gradebook.csv")
+    parser.add_argument("--manual", type=Path, required=True,
+                        help="student,item,points[,comment] (grader/manual.py)")
+    parser.add_argument("--course", type=Path, default=KIT_ROOT / "build" / "course")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    args = parser.parse_args(argv)
+    try:
+        path = merge_manual(args.course, args.manual, args.config)
+    except (ManualError, ConfigError, OSError, KeyError, ValueError) as err:
+        print(f"grader.course.gradebook: {err}", file=sys.stderr)
+        return 2
+    print(f"gradebook: {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

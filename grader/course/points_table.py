@@ -28,7 +28,7 @@ QUICK = {"gemm": "make check PART=gemm KERNEL=<kernel>", "net": "make check PART
 def item_functions() -> dict[str, list[str]]:
     """Item id -> the student functions its checks call (training items: every function
     of the part, through the network or the training loop)."""
-    from grader.student import function_items
+    from grader.selection import function_items
 
     found: dict[str, list[str]] = {}
     for kernel in GEMM_FUNCTIONS:
@@ -37,6 +37,7 @@ def item_functions() -> dict[str, list[str]]:
     for function, (_, item) in function_items().items():
         found.setdefault(item, []).append(function)
     found["net.agreement"] = found["net.accuracy"] = ["the whole network (Part 2)"]
+    found["net.performance"] = ["the whole network (Part 2)"]
     found["mpi.data_parallel"] = ["scatter_batch", "allreduce_gradients"]
     found["mpi.averaging"] = ["scatter_batch", "allreduce_gradients"]
     found["mpi.combined"] = ["scatter_batch", "allreduce_gradients", "the whole network (Part 2)"]
@@ -55,7 +56,24 @@ def _rows(config: Config, ids: list[str], functions: dict[str, list[str]]) -> li
     rows = ["| item | what is checked | points | functions |", "| --- | --- | ---: | --- |"]
     for item in ids:
         names = ", ".join(f"`{f}`" if f.isidentifier() else f for f in functions.get(item, []))
-        rows.append(f"| `{item}` | {config.title(item)} | {config.points(item):g} | {names} |")
+        credit = " (partial)" if config.credit(item) == "partial" else ""
+        rows.append(f"| `{item}` | {config.title(item)} | {config.points(item):g}{credit} "
+                    f"| {names} |")
+    return rows
+
+
+def _split(config: Config, graded: list[str]) -> list[str]:
+    """The total by kind of item, in points and in percent of it: the assignment's weights
+    (correctness 47%, performance 20%, the reports 33%) with the default config."""
+    kinds = {"Code correctness (Parts 1-3)": [i for i in graded
+                                              if not i.endswith(".performance")],
+             "Performance (speed items, GPU)": [i for i in graded if i.endswith(".performance")],
+             "Reports (graded by hand)": list(config.manual)}
+    total = sum(config.points(i) for ids in kinds.values() for i in ids) or 1.0
+    rows = ["| kind | points | share of the total |", "| --- | ---: | ---: |"]
+    for kind, ids in kinds.items():
+        points = sum(config.points(i) for i in ids)
+        rows.append(f"| {kind} | {points:g} | {100 * points / total:.0f}% |")
     return rows
 
 
@@ -68,16 +86,33 @@ def render(config: Config) -> str:
              "runs them all; a quick check of one part or function is given under each",
              "table. Speed items are scored on a GPU only, against the instructors'",
              "solution timed in the same run. The reports are graded by hand: see",
-             "[reports.md](reports.md).", ""]
+             "[reports.md](reports.md).", "",
+             "An item earns its points when every one of its cases passes; one marked",
+             "(partial) earns its points times the share of its cases that pass, rounded to",
+             "0.01. A case that breaks the rules (a library product, results your kernels did",
+             "not compute, the grader's source rules) leaves any item with no points.", ""]
     total = 0.0
+    graded: list[str] = []
     for part, heading in PARTS.items():
         ids = [i for i in config.items if i.split(".")[0] == part
                and (config.bonus or i not in bonus)]
+        graded += ids
         points = sum(config.points(i) for i in ids)
         total += points
         lines += [f"## {heading}: {points:g} points", "", *_rows(config, ids, functions)]
         lines += ["", f"Quick check: `{QUICK[part]}`"
                   + (" or `make check FUNCTION=<function>`." if part != "gemm" else "."), ""]
+    if config.manual:
+        points = sum(config.points(i) for i in config.manual)
+        total += points
+        lines += [f"## The reports, graded by hand: {points:g} points", "",
+                  "The instructors grade these from your reports ([reports.md](reports.md));",
+                  "until they have, your feedback shows them as not graded yet, outside",
+                  "every total.", "",
+                  "| item | what is graded | points |", "| --- | --- | ---: |",
+                  *(f"| `{i}` | {config.title(i)} | {config.points(i):g} |"
+                    for i in config.manual), ""]
+    lines += ["## How the total splits", "", *_split(config, graded), ""]
     if bonus and not config.bonus:
         lines += ["## Bonus: Part 1's version 4 (not counted in this course's total)", "",
                   "Graded only when the instructors turn the bonus on (`[bonus] enabled` in",

@@ -85,7 +85,7 @@ def check_line(function: str, lines: int) -> str | None:
     """`Check: <command> (about N lines).` for a stub: the quick check of the function's
     item (grader/student.py), or its GEMM kernel's, and the solution's length, rounded;
     None for a function no item checks (the kit's optional exercises say their own)."""
-    from grader.student import function_items
+    from grader.selection import function_items
 
     base = function.removesuffix("_kernel")
     if base.startswith("gemm_"):

@@ -1,16 +1,18 @@
-"""One GPU per grading worker on a machine with several.
+"""The GPUs of a grading run, shared by its worker threads.
 
 The grader hands each worker thread a GPU for the whole of one task; the worker process
-it starts sees that GPU only (CUDA_VISIBLE_DEVICES). Tasks on different GPUs run at once
-without disturbing each other's timings; tasks never share a GPU. Every GPU times its
-own references (the solution and cuBLAS), so a submission's speed is always a ratio to
-figures measured on the GPU it ran on.
+it starts sees that GPU only (CUDA_VISIBLE_DEVICES). Up to `per_gpu` tasks share a GPU:
+most jobs (correctness cases, the network's training, MPI) spend their time starting
+Python, importing numba and compiling, and disturb nothing that is measured. A timed job
+holds its GPU alone (`exclusive`): it waits until the jobs running there have ended, and
+none starts there until it is done, so timings are taken on an idle GPU as before. Every
+GPU times its own references (the solution and cuBLAS), so a submission's speed is
+always a ratio to figures measured on the GPU it ran on.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -41,36 +43,112 @@ def local_share(ids: list[str], local_rank: int, local_size: int) -> list[str]:
     return mine or [ids[local_rank % len(ids)]]
 
 
-class GpuSlots:
-    """A pool of GPU ids; a thread holds one while it runs a task."""
+class _Gate:
+    """A readers-writer lock for one GPU: shared holders (at most `limit`) or one
+    exclusive holder; a waiting exclusive holder goes before new shared ones, so a timed
+    job waits for at most the jobs already running."""
 
-    def __init__(self, ids: list[str]) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.shared = 0
+        self.exclusive = False
+        self.waiting = 0  # exclusive holders waiting
+        self.cond = threading.Condition()
+
+    def load(self) -> int:
+        return self.shared + self.waiting + (self.limit if self.exclusive else 0)
+
+    def acquire_shared(self) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: not self.exclusive and not self.waiting
+                               and self.shared < self.limit)
+            self.shared += 1
+
+    def release_shared(self) -> None:
+        with self.cond:
+            self.shared -= 1
+            self.cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
+        with self.cond:
+            self.waiting += 1
+            self.cond.wait_for(lambda: not self.exclusive and self.shared == 0)
+            self.waiting -= 1
+            self.exclusive = True
+
+    def release_exclusive(self) -> None:
+        with self.cond:
+            self.exclusive = False
+            self.cond.notify_all()
+
+
+class GpuSlots:
+    """A pool of GPU ids, each shared by up to per_gpu threads at a time; a thread holds
+    one while it runs a task."""
+
+    def __init__(self, ids: list[str], per_gpu: int = 1) -> None:
         if not ids:
             raise ValueError("GpuSlots needs at least one GPU id")
+        if per_gpu < 1:
+            raise ValueError("per_gpu must be at least 1")
         self.ids = list(ids)
-        self._free: queue.Queue[str] = queue.Queue()
-        for gpu in self.ids:
-            self._free.put(gpu)
+        self.per_gpu = per_gpu
+        self._gates = {gpu: _Gate(per_gpu) for gpu in self.ids}
+        self._choose = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        """How many tasks can run at once."""
+        return len(self.ids) * self.per_gpu
 
     @contextmanager
     def hold(self) -> Iterator[str]:
-        gpu = self._free.get()
+        with self._choose:  # the least busy GPU; then wait for room on it
+            gpu = min(self.ids, key=lambda g: self._gates[g].load())
+        gate = self._gates[gpu]
+        gate.acquire_shared()
         try:
-            with pinned(gpu):
+            with pinned(gpu, self if self.per_gpu > 1 else None):
                 yield gpu
         finally:
-            self._free.put(gpu)
+            gate.release_shared()
+
+    @contextmanager
+    def alone(self, gpu: str) -> Iterator[None]:
+        """Trade this thread's shared hold of `gpu` for the only hold, and back."""
+        gate = self._gates[gpu]
+        gate.release_shared()
+        try:
+            gate.acquire_exclusive()
+            try:
+                yield
+            finally:
+                gate.release_exclusive()
+        finally:
+            gate.acquire_shared()
 
 
 @contextmanager
-def pinned(gpu: str) -> Iterator[str]:
+def pinned(gpu: str, slots: GpuSlots | None = None) -> Iterator[str]:
     """Hold one given GPU outside any pool (the references, measured on every GPU before
-    grading starts)."""
-    _held.gpu = gpu
+    grading starts), or for a pool that shares it (slots)."""
+    _held.gpu, _held.slots = gpu, slots
     try:
         yield gpu
     finally:
-        _held.gpu = None
+        _held.gpu, _held.slots = None, None
+
+
+@contextmanager
+def exclusive() -> Iterator[None]:
+    """Run the block with this thread's GPU to itself (a timed job). Without a shared
+    pool the GPU is this thread's alone already; without a GPU there is nothing to do."""
+    gpu, slots = current(), getattr(_held, "slots", None)
+    if gpu is None or slots is None:
+        yield
+        return
+    with slots.alone(gpu):
+        yield
 
 
 def current() -> str | None:

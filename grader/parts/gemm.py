@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +17,9 @@ from grader.cases.gemm import (
 )
 from grader.checks import anticheat
 from grader.checks.gemm import check_case, check_perf, error_text
-from grader.isolation import sanitizer
-from grader.isolation.runner import copy_submission, run_worker
-from grader.parts.common import all_or_nothing, failure_message, fresh_copy
+from grader.isolation import gpus, sanitizer
+from grader.isolation.runner import copy_submission, run_worker, stopping
+from grader.parts.common import all_or_nothing, failure_message, fresh_copy, graded_item
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
@@ -25,6 +27,8 @@ from grader.worker import CUBLAS, guard
 from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
+
+NO_REFERENCE = "not graded: the solution's kernels were not timed in this run"
 
 
 class ReferenceError(RuntimeError):
@@ -71,36 +75,60 @@ def graded_kernels(config: Config) -> list[str]:
 
 
 def measure_reference(config: Config, workroot: Path) -> Reference:
-    """Time the solution's kernels and cuBLAS on the benchmark shapes (GPU only)."""
+    """Time the solution's kernels and cuBLAS on the benchmark shapes (GPU only), each
+    in a fresh worker like a submission's timed job. Everything is timed twice and the
+    first round is thrown away: measured once, the first kernel met a GPU not yet at its
+    clocks and its reference came out ~14% slow, which graded copies of the solution
+    1.14 times "faster" than itself. (Not the faster of the two rounds: a submission
+    gets one round, and the better of two would bias every ratio upwards.)"""
     seconds: dict[str, list[float]] = {}
-    for kernel in [*graded_kernels(config), CUBLAS]:
-        workdir = workroot / "reference" / kernel
-        source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
-                                                               workdir / "submission")
-        job = _job(source, kernel, [], perf_cases(), config)
-        run = run_worker(job, workdir, _limit(config, True), on_gpu=True,
-                         inputs=job_inputs([], perf_cases(), config.secret))
-        outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu),
-                               config.secret, job["perf_seed"], own_code=kernel != CUBLAS)
-                    for n, c in enumerate(perf_cases())]
-        failed = [o for o in outcomes if o.seconds is None]
-        if failed:
-            raise ReferenceError(f"reference {kernel}: {failed[0].label}: {failed[0].message}")
-        seconds[kernel] = [o.seconds for o in outcomes]
+    for round_ in ("warm-up", "timed"):
+        for kernel in [*graded_kernels(config), CUBLAS]:
+            seconds[kernel] = _reference_seconds(kernel, config,
+                                                 workroot / "reference" / f"{kernel}-{round_}")
     return Reference(seconds)
 
 
+def _reference_seconds(kernel: str, config: Config, workdir: Path) -> list[float]:
+    source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
+                                                           workdir / "submission")
+    job = _job(source, kernel, [], perf_cases(), config)
+    run = run_worker(job, workdir, _limit(config, True), on_gpu=True,
+                     inputs=job_inputs([], perf_cases(), config.secret))
+    outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu),
+                           config.secret, job["perf_seed"], own_code=kernel != CUBLAS)
+                for n, c in enumerate(perf_cases())]
+    failed = [o for o in outcomes if o.seconds is None]
+    if failed:
+        raise ReferenceError(f"reference {kernel}: {failed[0].label}: {failed[0].message}")
+    return [o.seconds for o in outcomes]
+
+
 def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, on_gpu: bool,
-                 reference: Reference | None) -> list[ItemResult]:
-    """The correctness and performance items of one kernel."""
+                 reference: Reference | None,
+                 verdicts: Verdicts | None = None) -> list[ItemResult]:
+    """The correctness item of one kernel, from its cases in one worker (which may share
+    its GPU with other jobs). With `verdicts` (a GPU run), the verdict goes there for the
+    submission's timed task (grade_speed); without, the speed item comes too: not
+    graded, for want of a GPU."""
+    try:
+        return _grade_kernel(kernel, submission, workroot, config, on_gpu, reference,
+                             verdicts)
+    finally:
+        if verdicts is not None:
+            verdicts.record(kernel, False)  # a no-op once recorded; else it failed
+
+
+def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
+                  on_gpu: bool, reference: Reference | None,
+                  verdicts: Verdicts | None) -> list[ItemResult]:
     cases = correctness_cases(on_gpu, kernel)
-    perf = perf_cases() if on_gpu else []
     workdir = workroot / kernel
     copy = fresh_copy(workdir, submission)
     replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
-    job = _job(copy, kernel, cases, perf, config, replay)
+    job = _job(copy, kernel, cases, [], config, replay)
     run = run_worker(job, workdir, _limit(config, on_gpu), on_gpu,
-                     inputs=job_inputs(cases, perf, config.secret))
+                     inputs=job_inputs(cases, [], config.secret))
     stopped = run.stop_reason(_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
@@ -129,11 +157,14 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
     called = anticheat.read_hits(run.outdir)
     written = anticheat.scan(submission, KERNELS[kernel][0])
     figures = {"worker_seconds": round(run.seconds, 2)}
+    # What zeroes the item whatever its cases gave, partial credit included.
+    integrity = stopped_by_guard or None
     if called or (written and config.static_scan_fails):
         correct = False
         found = anticheat.summary(called or written)
         message = (f"uses a library matrix product where the GEMM must be hand-written: "
                    f"{found}" + (f"; {message}" if failures else ""))
+        integrity = message
     elif written:
         message += ("; note: the source names a library matrix product, not counted here: "
                     + anticheat.summary(written))
@@ -145,17 +176,122 @@ def grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config, 
         figures["policy"] = rules.found
     if rules.failure:
         correct, message = False, rules.failure + (f"; {message}" if not correct else "")
+        integrity = message
     elif rules.note:
         message += "; " + rules.note
     checks = [{"case": o.label, "passed": o.passed, "message": o.message,
                "worst_error_over_bound": o.worst_error_ratio} for o in outcomes]
     if on_gpu and config.sanitizer_tools and not load_error.exists():
         reports, note = sanitizer_reports(kernel, submission, workroot, config, on_gpu)
+        before = correct
         correct, message = apply_sanitizer(reports, note, correct, message, config, checks,
                                            figures)
-    correctness = all_or_nothing(item_id, config, correct, message, checks=checks,
-                                 figures=figures)
-    return [correctness, performance_item(kernel, correct, run, perf, config, reference)]
+        if before and not correct:  # a finding that fails the item fails all of it
+            integrity = integrity or message
+    correctness = graded_item(item_id, config, outcomes, message, integrity, checks=checks,
+                              figures=figures)
+    if verdicts is not None:
+        verdicts.record(kernel, correct, written)
+        return [correctness]  # the timed task of the submission gives the speed item
+    return [correctness, performance_item(kernel, correct, None, [], config, reference,
+                                          on_gpu=on_gpu)]
+
+
+class Verdicts:
+    """The correctness verdicts of one submission's kernels, handed from their tasks to
+    the submission's timed task, which times only the kernels that passed."""
+
+    def __init__(self, kernels: list[str]) -> None:
+        self.kernels = list(kernels)
+        self._got: dict[str, tuple[bool, list]] = {}
+        self._cond = threading.Condition()
+
+    def record(self, kernel: str, correct: bool, written: list | None = None) -> None:
+        with self._cond:
+            self._got.setdefault(kernel, (correct, list(written or [])))
+            self._cond.notify_all()
+
+    def wait(self) -> dict[str, tuple[bool, list]] | None:
+        """Every kernel's (correct, library products written in its source), or None
+        when the grading run is being stopped."""
+        with self._cond:
+            while len(self._got) < len(self.kernels):
+                if stopping():
+                    return None
+                self._cond.wait(timeout=0.5)
+            return dict(self._got)
+
+
+def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Config,
+                per_gpu: dict[str, Reference] | None, verdicts: Verdicts,
+                slots: gpus.GpuSlots | None, on_gpu: bool = True) -> list[ItemResult]:
+    """The performance items of a submission's kernels (GPU): once their correctness is
+    known, the kernels that passed are timed one after the other in one fresh worker
+    that has the GPU to itself. A library product called during the timed calls costs
+    the kernel its correctness item too (returned here, replacing the first)."""
+    got = verdicts.wait()
+    if got is None:
+        return []
+    timed = [k for k in kernels if got[k][0]]
+    outdir, run, reference = None, None, None
+    if per_gpu:
+        with slots.hold() if slots else nullcontext():
+            reference = gpus.for_current(per_gpu)  # the GPU the timed job runs on
+            if timed:
+                run = _timed_run(timed, submission, workroot / "timed", config, on_gpu)
+                outdir = run.outdir
+                missing = [k for k in timed if not _any_perf_file(outdir, k)]
+                if len(timed) > 1 and missing and run.returncode not in (0, None):
+                    # The job died before these kernels: each again, alone, so that one
+                    # kernel's crash never costs the others their timing.
+                    for k in missing:
+                        alone = _timed_run([k], submission, workroot / f"timed-{k}", config,
+                                           on_gpu)
+                        _adopt(alone.outdir, outdir, k)
+    items = []
+    early = anticheat.read_hits(outdir) if outdir else []  # while the modules loaded
+    for kernel in kernels:
+        correct, written = got[kernel]
+        if outdir is not None and correct:
+            called = early + anticheat.read_hits(outdir, f"{kernel}-{anticheat.RECORD}")
+            if called:
+                correct = False
+                item_id = f"gemm.{kernel}.correctness"
+                items.append(all_or_nothing(
+                    item_id, config, False, "uses a library matrix product where the GEMM "
+                    f"must be hand-written (in the timed calls): {anticheat.summary(called)}",
+                    figures={"library_products": {
+                        "called": [f.describe() for f in called],
+                        "in_source": [f.describe() for f in written]}}))
+        items.append(performance_item(kernel, correct, run, perf_cases(), config, reference,
+                                      prefix=f"{kernel}-"))
+    return items
+
+
+def _any_perf_file(outdir: Path, kernel: str) -> bool:
+    return any((outdir / f"{kernel}-{name}").exists()
+               for name in ("load.err", "perf-0.json", "perf-0.err"))
+
+
+def _adopt(source: Path, dest: Path, kernel: str) -> None:
+    """Move one kernel's files of a job of its own into the first job's results."""
+    for path in source.glob(f"{kernel}-*"):
+        path.replace(dest / path.name)
+
+
+def _timed_run(kernels: list[str], submission: Path, workdir: Path, config: Config,
+               on_gpu: bool = True):
+    """The timed cases of `kernels`, in a fresh worker with the GPU to itself (on_gpu
+    False: in the simulator, for the tests)."""
+    copy = fresh_copy(workdir, submission)
+    perf = perf_cases()
+    job = _job(copy, kernels[0], [], perf, config)
+    del job["module"], job["function"], job["perf_seed"]
+    job["timed"] = [{"kernel": k, "module": KERNELS[k][0], "function": KERNELS[k][1],
+                     "perf_seed": perf_seed(config, k)} for k in kernels]
+    with gpus.exclusive():
+        return run_worker(job, workdir, _limit(config, on_gpu) * len(kernels), on_gpu,
+                          inputs=job_inputs([], perf, config.secret))
 
 
 def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Config,
@@ -198,18 +334,19 @@ def apply_sanitizer(reports: list[sanitizer.Report], note: str, correct: bool, m
 
 
 def performance_item(kernel: str, correct: bool, run, perf: list[GemmCase], config: Config,
-                 reference: Reference | None) -> ItemResult:
+                     reference: Reference | None, prefix: str = "",
+                     on_gpu: bool = False) -> ItemResult:
     item_id = f"gemm.{kernel}.performance"
     title, max_points = config.title(item_id), config.points(item_id)
     if reference is None:
-        return ItemResult(item_id, title, max_points, None, NOT_GRADED,
-                          "not graded (no GPU): performance is graded on a GPU only")
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED, NO_REFERENCE if on_gpu
+                          else "not graded (no GPU): performance is graded on a GPU only")
     if not correct:
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
                           "not timed: the kernel must pass its correctness item first")
     stopped = run.stop_reason(config.seconds_gpu)
-    outcomes = [check_perf(c, run.outdir, n, stopped, config.secret, perf_seed(config, kernel))
-                for n, c in enumerate(perf)]
+    outcomes = [check_perf(c, run.outdir, n, stopped, config.secret, perf_seed(config, kernel),
+                           prefix=prefix) for n, c in enumerate(perf)]
     broken = [o for o in outcomes if o.seconds is None]
     if broken:
         return ItemResult(item_id, title, max_points, 0.0, FAIL,

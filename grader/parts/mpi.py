@@ -56,7 +56,7 @@ from grader.cases import mpi as mpi_cases
 from grader.checks.gemm import error_text
 from grader.checks.mpi import check_allreduce, check_params, check_ring, check_scatter
 from grader.isolation.runner import copy_submission, run_worker
-from grader.parts.common import all_or_nothing, check_rows, failure_message
+from grader.parts.common import check_rows, failure_message, graded_item
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
@@ -306,7 +306,6 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
     collapse_repeats(outcomes)  # an error text once per item, not once per case
     failures = [o for o in outcomes if not o.passed]
     stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(limit)
-    ok = not failures and not stopped and not incomplete
     if stopped:
         message = stopped
     elif failures:
@@ -316,8 +315,10 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
                    f"{incomplete}")
     else:
         message = f"all {len(outcomes)} cases pass"
-    return [all_or_nothing(item_id, config, ok, message, checks=check_rows(outcomes),
-                           figures={"job_seconds": round(run.seconds, 2),
-                                    "timed_out": run.timed_out,
-                                    "exit_status": run.returncode,
-                                    "complete": run.complete()})]
+    # A guard's stop or a job that did not complete: no case of it is trusted.
+    return [graded_item(item_id, config, outcomes, message, stopped or incomplete or None,
+                        checks=check_rows(outcomes),
+                        figures={"job_seconds": round(run.seconds, 2),
+                                 "timed_out": run.timed_out,
+                                 "exit_status": run.returncode,
+                                 "complete": run.complete()})]

@@ -21,14 +21,16 @@ from grader.cases.net import (
 from grader.checks import anticheat
 from grader.checks.gemm import NOT_REPRODUCED, error_text
 from grader.checks.net import AGREEMENT_TOL, check_unit, relative_norms
+from grader.isolation import gpus
 from grader.isolation.runner import run_worker
-from grader.parts.common import all_or_nothing, check_rows, failure_message, fresh_copy
-from grader.results import NOT_GRADED, ItemResult
+from grader.parts.common import check_rows, failure_message, fresh_copy, graded_item
+from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
-from grader.scoring import Config
+from grader.scoring import Config, speed_share
 from grader.worker import guard
 from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
+from nnkit.submission import NAMED
 from nnkit.training import ReferenceRunner, TrainConfig, train
 
 ACCURACY_TOL = 0.005  # validation accuracy within 0.5 percentage points of the reference
@@ -136,8 +138,9 @@ def grade_units(submission: Path, workroot: Path, config: Config,
                               failure_message(failures, len(mine)))
         if verdict.note:
             message += "; " + verdict.note
-        items.append(all_or_nothing(item_id, config, ok, message, checks=check_rows(mine),
-                                    figures={"worker_seconds": round(run.seconds, 2)}))
+        items.append(graded_item(item_id, config, mine, message, problem,
+                                 checks=check_rows(mine),
+                                 figures={"worker_seconds": round(run.seconds, 2)}))
     return items
 
 
@@ -159,8 +162,11 @@ REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
 
 
 def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: bool,
-                   reference: ReferenceTraining) -> list[ItemResult]:
-    """Agreement of the trained parameters with the reference, and validation accuracy."""
+                   reference: ReferenceTraining,
+                   speed: dict[str, float] | None = None) -> list[ItemResult]:
+    """Agreement of the trained parameters with the reference, validation accuracy and,
+    on a GPU, the speed against the solution's seconds per epoch (`speed`: per GPU id,
+    measure_speed_reference)."""
     plan = reference.plan
     workdir = workroot / "net_train"
     copy = fresh_copy(workdir, submission)
@@ -174,15 +180,20 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
     rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     agree_checks, acc_checks = [], []
+    integrity: str | None = None
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
                      "tolerance": AGREEMENT_TOL, "configuration": plan.description}
     for m, (mode, ref_params, ref_acc) in enumerate(
             zip(plan.modes, reference.params, reference.val_accuracy, strict=True)):
         name = f"rate {mode['lr']:g}, {mode['epochs']} epoch(s)"
         got, problem = _load_params(run.outdir, m, ref_params, stopped)
-        problem = (rules.failure or stopped_by_guard or problem
-                   or _audit_problem(run.outdir, m))
+        unaudited = None if problem else _audit_problem(run.outdir, m)
+        problem = rules.failure or stopped_by_guard or problem or unaudited
         if problem:
+            if rules.failure or stopped_by_guard or unaudited:
+                # A rule broken in any mode (the policy, the guard, the audit of the
+                # calls) zeroes both items: partial credit is never earned beside it.
+                integrity = integrity or problem
             agree_checks.append({"case": name, "passed": False, "message": problem})
             acc_checks.append({"case": name, "passed": False, "message": problem})
             continue
@@ -204,13 +215,17 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
         acc_checks.append({"case": name, "passed": acc_ok, "validation_accuracy": acc,
                            "reference_accuracy": ref_acc,
                            "message": f"validation accuracy {acc:.2%}, reference {ref_acc:.2%}"})
-    accuracy = _training_item("net.accuracy", config, acc_checks, {}, plan.description)
+    accuracy = _training_item("net.accuracy", config, acc_checks, {}, plan.description,
+                              integrity)
     if plan.data["source"] == dataset.SAMPLE:
         accuracy = ItemResult("net.accuracy", config.title("net.accuracy"),
                               config.points("net.accuracy"), None, NOT_GRADED,
                               REDUCED_ACCURACY, checks=acc_checks)
-    return [_training_item("net.agreement", config, agree_checks, figures, plan.description),
-            accuracy]
+    agreement = _training_item("net.agreement", config, agree_checks, figures,
+                               plan.description, integrity)
+    return [agreement, accuracy,
+            speed_item(submission, workroot, config, on_gpu, reference, agreement,
+                       gpus.for_current(speed))]
 
 
 def _steps(plan: TrainingPlan) -> int:
@@ -243,9 +258,11 @@ def _audit_problem(outdir: Path, m: int) -> str | None:
     return None
 
 
-def _load_params(outdir: Path, m: int, ref: network.Params,
+def _load_params(outdir: Path, m: int | str, ref: network.Params,
                  stopped: str) -> tuple[dict, str | None]:
-    err_file, npz_file = outdir / f"train-{m}.err", outdir / f"train-{m}.npz"
+    """The parameters of file train-M.npz (or STEM.npz, for a str), or why there are none."""
+    stem = m if isinstance(m, str) else f"train-{m}"
+    err_file, npz_file = outdir / f"{stem}.err", outdir / f"{stem}.npz"
     if os.path.lexists(err_file):
         return {}, "training raised " + error_text(err_file)
     if not os.path.lexists(npz_file):
@@ -268,12 +285,111 @@ def _load_params(outdir: Path, m: int, ref: network.Params,
 
 
 def _training_item(item_id: str, config: Config, checks: list[dict], figures: dict,
-                   description: str) -> ItemResult:
+                   description: str, integrity: str | None = None) -> ItemResult:
     failures = [c for c in checks if not c["passed"]]
     ok = not failures
     message = (f"all {len(checks)} modes agree ({description})" if ok else
                failure_message(failures, len(checks), "modes"))
-    return all_or_nothing(item_id, config, ok, message, checks=checks, figures=figures)
+    return graded_item(item_id, config, checks, message, integrity, checks=checks,
+                       figures=figures)
+
+
+# Part 2's speed: the mode of MNIST_MODES whose training is timed (rate 0.001, 10 epochs of
+# 784-100-10, batch 800). As Part 1 times a kernel, each epoch is timed on the worker's
+# trusted clock and the fastest counts (noise only adds time; the first epoch also
+# compiles the kernels); the solution is timed the same way on the same GPU in the same
+# run. The timed run's final parameters must agree with the reference's for that mode.
+SPEED_MODE = 1
+NO_GPU = "not graded (no GPU): performance is graded on a GPU only"
+NO_MNIST = ("not graded: the network's speed is timed on MNIST only, which this machine "
+            "lacks (`make data`)")
+
+
+@dataclass
+class SpeedRun:
+    seconds: float | None  # the fastest epoch; None when the run proves nothing
+    message: str
+    epochs: list[float]
+
+
+def time_training(copy: Path, workdir: Path, config: Config, reference: ReferenceTraining,
+                  on_gpu: bool = True) -> SpeedRun:
+    """The network in `copy` trained in the speed mode by a worker, timed per epoch (on a
+    GPU for grading; in the simulator only to test the job)."""
+    plan = reference.plan
+    limit = _limit(config, on_gpu)
+    with gpus.exclusive():  # a timed job has its GPU to itself, as Part 1's
+        run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
+                          "mode": plan.modes[SPEED_MODE]}, workdir, limit, on_gpu)
+    stopped = guard.stop_message(run.outdir) or run.stop_reason(limit)
+    ref_params = reference.params[SPEED_MODE]
+    got, problem = _load_params(run.outdir, "speed", ref_params, stopped)
+    if problem:
+        return SpeedRun(None, f"the timed training: {problem}", [])
+    worst = max(relative_norms(got[k], ref)[0] for k, ref in ref_params.named().items())
+    if not worst <= AGREEMENT_TOL:
+        return SpeedRun(None, f"the timed training does not agree with the reference "
+                              f"(relative max-norm {worst:.1e} > {AGREEMENT_TOL:g})", [])
+    try:
+        epochs = [float(x) for x in safe_io.read_json(run.outdir / "speed.json",
+                                                      1 << 16)["seconds"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return SpeedRun(None, "the timed training left no readable epoch times", [])
+    if len(epochs) != plan.modes[SPEED_MODE]["epochs"] or not all(
+            np.isfinite(t) and t > 0 for t in epochs):
+        return SpeedRun(None, f"the timed training's epoch times are not valid: {epochs[:20]}",
+                        [])
+    return SpeedRun(min(epochs), "", epochs)
+
+
+def measure_speed_reference(config: Config, workroot: Path,
+                            reference: ReferenceTraining) -> float:
+    """The solution's fastest epoch on this GPU (the speed item's yardstick), each round
+    in a fresh worker like a submission's. As Part 1's references (gemm.measure_reference),
+    a first round is thrown away: it meets a GPU not yet at its clocks."""
+    for round_ in ("warm-up", "timed"):
+        workdir = workroot / "reference" / f"net_speed-{round_}"
+        timed = time_training(fresh_copy(workdir, NAMED["solution"]), workdir, config,
+                              reference)
+        if timed.seconds is None:
+            raise RuntimeError(f"reference network speed: {timed.message}")
+    return timed.seconds
+
+
+def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
+               reference: ReferenceTraining, agreement: ItemResult,
+               solution_seconds: float | None) -> ItemResult:
+    """net.performance: the fastest epoch over the solution's, as Part 1's speed items
+    score a kernel (speed_share of the ratio); timed only once the network agrees."""
+    item_id = "net.performance"
+    title, max_points = config.title(item_id), config.points(item_id)
+    if not on_gpu:
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED, NO_GPU)
+    if reference.plan.data["source"] == dataset.SAMPLE:
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED, NO_MNIST)
+    if solution_seconds is None:
+        return ItemResult(item_id, title, max_points, None, NOT_GRADED,
+                          "not graded: the solution's network was not timed in this run")
+    if agreement.status != PASS:
+        return ItemResult(item_id, title, max_points, 0.0, FAIL,
+                          "not timed: the network must pass net.agreement first")
+    workdir = workroot / "net_speed"
+    timed = time_training(fresh_copy(workdir, submission), workdir, config, reference)
+    if timed.seconds is None:
+        return ItemResult(item_id, title, max_points, 0.0, FAIL, timed.message)
+    ratio = timed.seconds / solution_seconds
+    share = speed_share(ratio, config.full_at, config.zero_at)
+    status = PASS if share == 1.0 else (FAIL if share == 0.0 else PARTIAL)
+    mode = reference.plan.modes[SPEED_MODE]
+    sizes = [reference.data.features, *mode["hidden"], 10]
+    case = f"MNIST {'-'.join(map(str, sizes))}, batch {mode['batch']}, {mode['epochs']} epochs"
+    checks = [{"case": case, "seconds": timed.seconds, "solution_seconds": solution_seconds,
+               "time_over_solution": ratio}]
+    message = (f"seconds per epoch / the solution's = {ratio:.2f} (the fastest of "
+               f"{len(timed.epochs)} epochs each): {share:.0%} of the points")
+    return ItemResult(item_id, title, max_points, round(share * max_points, 2), status,
+                      message, checks=checks,
+                      figures={"time_over_solution": ratio})
 
 
 def reference_or_error(on_gpu: bool) -> ReferenceTraining:

@@ -12,6 +12,10 @@ from typing import Any
 
 import numpy as np
 
+# Seconds since the epoch at named points of this worker's life (`mark`), written to
+# phases.json at its end: where a job's time goes, for profiling the grader only (the
+# submission can write there too, so nothing graded reads it).
+PHASES: list[tuple[str, float]] = []
 LIMITS: dict = {}  # the sandbox's limits of this worker, from the job (for messages only)
 ERROR_CHARS = 1800  # the most of one error text the worker writes
 
@@ -30,6 +34,13 @@ class Context:
     clock: Any  # nnkit.timing.Clock
     on_gpu: bool
     extra: dict = field(default_factory=dict)
+
+
+def mark(phase: str) -> None:
+    """Note that `phase` ended now (see PHASES)."""
+    import time
+
+    PHASES.append((phase, time.time()))
 
 
 def read_inputs(path: Path) -> dict[str, np.ndarray]:

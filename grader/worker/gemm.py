@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from grader.worker import CUBLAS
-from grader.worker.common import Context, save_error, save_launches
+from grader.worker.common import Context, mark, save_error, save_launches
 from grader.worker.launches import COUNT, FULL
 from grader.worker.layout import GemmCase, Operands, call_factors, perturbed_a, sample_positions
+from grader.worker.traps import RECORD
 from nnkit.backend import copy_into, synchronize, to_device, to_host
 from nnkit.gemm import cublas_gemm, gemm
 from nnkit.submission import load_function
@@ -34,6 +35,9 @@ def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
 
 
 def run(ctx: Context) -> None:
+    if ctx.job.get("timed"):
+        run_timed(ctx)
+        return
     job, out, submission = ctx.job, ctx.out, ctx.submission
     try:
         if job["module"] == CUBLAS:
@@ -43,6 +47,7 @@ def run(ctx: Context) -> None:
     except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
         save_error(out / "load.err", err, submission)
         return
+    mark("load")
     watch = simulator_watch(ctx.on_gpu)
     replay = set(job.get("replay", []))
     last = None  # the previous case and its device buffers, for a case that reuses them
@@ -77,7 +82,10 @@ def run(ctx: Context) -> None:
                      **save_launches(record, replayed))
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"case-{n}.err", err, submission)
+        if n == 0:
+            mark("case-0")  # the first call compiles the kernels
 
+    mark("cases")
     perf = job.get("perf", [])
     if perf:
         library_traps = ctx.extra.get("traps")
@@ -89,6 +97,40 @@ def run(ctx: Context) -> None:
             _timed_case(ctx, launch, case, n)
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"perf-{n}.err", err, submission)
+        mark(f"perf-{n}")
+
+
+def run_timed(ctx: Context) -> None:
+    """Several kernels' timed cases, one kernel after the other, in one worker (one start
+    of Python, numba and CUDA instead of one per kernel). Each kernel's files carry its
+    name (`naive-perf-0.json`), and so does the record of its library calls: the traps
+    write to the file of the kernel being timed (calls while the modules load go to the
+    job's own record, which the grader counts against every kernel)."""
+    job, out, submission = ctx.job, ctx.out, ctx.submission
+    launchers = {}
+    for entry in job["timed"]:
+        try:
+            launchers[entry["kernel"]] = load_function(submission, entry["module"],
+                                                       entry["function"])
+        except BaseException as err:  # noqa: BLE001
+            save_error(out / f"{entry['kernel']}-load.err", err, submission)
+    mark("load")
+    library_traps = ctx.extra.get("traps")
+    with library_traps.paused() if library_traps else nullcontext():
+        spin_up()
+    for entry in job["timed"]:
+        kernel = entry["kernel"]
+        if kernel not in launchers:
+            continue
+        if library_traps:
+            library_traps.record = out / f"{kernel}-{RECORD}"
+        for n, spec in enumerate(job["perf"]):
+            try:
+                _timed_case(ctx, launchers[kernel], GemmCase.from_json(spec), n,
+                            prefix=f"{kernel}-", seed=entry["perf_seed"])
+            except BaseException as err:  # noqa: BLE001
+                save_error(out / f"{kernel}-perf-{n}.err", err, submission)
+        mark(f"timed {kernel}")
 
 
 def _same_layout(a: GemmCase, b: GemmCase) -> bool:
@@ -96,7 +138,8 @@ def _same_layout(a: GemmCase, b: GemmCase) -> bool:
                                                                b.trans_b, b.guard)
 
 
-def _timed_case(ctx: Context, launch, case: GemmCase, n: int) -> None:
+def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
+                seed: int | None = None) -> None:
     """Time the launcher on one case. Before every call (outside the timer) A gets new
     values, scaled by a factor drawn from the job's secret seed, and C its starting ones;
     after it, a sample of C is kept for the grader to check and the launches of the
@@ -109,8 +152,9 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int) -> None:
     A, B, C = ops.views(bufs)
     pristine_C = to_device(ops.C_buf)
     calls = job["repeats"] + job["warmup"]
-    factors = call_factors(job["perf_seed"] + n, calls + 1)
-    rows, cols = sample_positions(case, job["perf_seed"])
+    seed = job["perf_seed"] if seed is None else seed
+    factors = call_factors(seed + n, calls + 1)
+    rows, cols = sample_positions(case, seed)
     samples: list[np.ndarray] = []
     launches: list[int] = []
     recorder = ctx.recorder
@@ -142,9 +186,9 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int) -> None:
     replayed = recorder.replay(record, {"C": recorder.ref_of(bufs[2])}) \
         if record.own_launches else None
     ctx.snapshot.check()
-    np.savez(out / f"perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
+    np.savez(out / f"{prefix}perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
              **save_launches(record, replayed))
-    (out / f"perf-{n}.json").write_text(json.dumps(
+    (out / f"{prefix}perf-{n}.json").write_text(json.dumps(
         {"host": timings.host, "device": timings.device, "launches": launches}))
 
 

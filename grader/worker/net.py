@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.worker.common import Context, save_error, save_launches
+from grader.worker.common import Context, mark, save_error, save_launches
 from grader.worker.launches import COUNT, FULL
 from nnkit.backend import synchronize, to_device, to_host
 from nnkit.submission import load_function
@@ -132,6 +132,9 @@ def run_units(ctx: Context) -> None:
             np.savez(out / f"unit-{n}.npz", **arrays, **save_launches(record, replayed))
         except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
             save_error(out / f"unit-{n}.err", err, submission)
+        if n == 0:
+            mark("case-0")
+    mark("cases")
 
 
 def _host_array(value: Any, name: str) -> np.ndarray:
@@ -217,6 +220,7 @@ def run_training(ctx: Context) -> None:
     data = dataset.load(spec["source"], spec["val_fraction"], spec["seed"], spec["pool"],
                         spec["limit"])
     gemm = ctx.recorder.gemm_observer(make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
+    mark("data")
     for m, mode in enumerate(job["modes"]):
         try:
             config = TrainConfig(**{**mode, "hidden": tuple(mode["hidden"])})
@@ -237,4 +241,42 @@ def run_training(ctx: Context) -> None:
                 "silent": {k: w.silent for k, w in wrapped.items()}}))
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"train-{m}.err", err, submission)
+        mark(f"train-{m}")
 
+
+
+def run_speed(ctx: Context) -> None:
+    """Time the student's training, epoch by epoch, in the job's one mode: `speed.json`
+    holds the seconds of each epoch, `speed.npz` the final parameters (the grader compares
+    them with the reference, so that an epoch is only fast by doing its work), or
+    `speed.err` the failure. No call is recorded: the recorder's copies would be timed."""
+    from nnkit import dataset, network
+    from nnkit.training import DeviceRunner, TrainConfig, make_gemm
+
+    job, out, submission, clock = ctx.job, ctx.out, ctx.submission, ctx.clock
+    spec = job["data"]
+    try:
+        data = dataset.load(spec["source"], spec["val_fraction"], spec["seed"], spec["pool"],
+                            spec["limit"])
+        config = TrainConfig(**{**job["mode"], "hidden": tuple(job["mode"]["hidden"])})
+        params = network.glorot_uniform(config.sizes(data.features), config.seed)
+        runner = DeviceRunner(submission, params, config,
+                              make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
+        n = len(data.train)
+        slices = dataset.batch_slices(n, config.batch)
+        seconds = []
+        for epoch in range(config.epochs):  # as nnkit.training.train, on the trusted clock
+            X, labels = runner.epoch_data(data.train.images, data.train.labels,
+                                          dataset.epoch_order(n, config.seed, epoch))
+            clock.sync()
+            start = clock.now()
+            for s in slices:
+                runner.step(X[s], labels[s])
+            runner.finish_epoch()
+            clock.sync()
+            seconds.append(clock.now() - start)
+        ctx.snapshot.check()
+        np.savez(out / "speed.npz", **runner.params().named())
+        (out / "speed.json").write_text(json.dumps({"seconds": seconds}))
+    except BaseException as err:  # noqa: BLE001
+        save_error(out / "speed.err", err, submission)
