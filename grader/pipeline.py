@@ -20,10 +20,12 @@ from pathlib import Path
 
 from grader import safe_io
 from grader.cases import mpi as mpi_cases
+from grader.cases import mpi_combined
 from grader.cases import net as net_cases
 from grader.isolation import gpus, runner
 from grader.parts import gemm as gemm_part
 from grader.parts import mpi as mpi_part
+from grader.parts import mpi_combined as mpi_combined_part
 from grader.parts import net as net_part
 from grader.reports import locate, report
 from grader.results import FAIL, NOT_GRADED, ItemResult, SubmissionResult
@@ -157,6 +159,10 @@ def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Pat
             found.append(Task(f"mpi {kind}", [item_id],
                               partial(mpi_part.grade_item, item_id, folder, workroot, config,
                                       refs["mpi"])))
+        if mpi_combined.ITEM in config.items:  # a config of before the item grades without it
+            found.append(Task("mpi combined", [mpi_combined.ITEM],
+                              partial(mpi_combined_part.grade_combined, folder, workroot,
+                                      config, on_gpu)))
     return found
 
 

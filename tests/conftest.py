@@ -25,6 +25,7 @@ PART_OF_FILE = {
     "test_train_cli.py": "net", "test_paper.py": "net", "test_paper_bench.py": "net",
     "test_leapfrog.py": "net",
     "test_mpi.py": "mpi", "test_mpi_grader.py": "mpi", "test_cheats_mpi.py": "mpi",
+    "test_mpi_combined.py": "mpi",
 }
 
 

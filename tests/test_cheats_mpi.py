@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.cases import mpi as mpi_cases
+from grader.cases import mpi_combined
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, run_kit, selected_values
@@ -24,10 +25,11 @@ from tests.test_cheats import _procs_of_uids
 CHEATS = Path(__file__).parent / "cheats_mpi"
 NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 MODULES = ("mpi_1_data_parallel.py", "mpi_2_ring.py")
+NETWORK = ("net_1_kernels.py", "net_2_backprop.py")  # the solution's, for mpi.combined
 LIMIT = 40  # seconds per MPI job: the solution's take 2-4 s, more on a busy 2-core machine
 # Uids of this test's jobs only (test_cheats.py uses the range below this one).
 UID_FIRST = 110000 + os.getpid() % 10000 * 4
-ALL = set(mpi_cases.ITEMS)
+ALL = set(mpi_cases.ITEMS) | {mpi_combined.ITEM}
 
 # Each cheat: the items it must lose, and a fragment (a regular expression) of each
 # item's message. Every other item keeps its points.
@@ -37,7 +39,13 @@ EXPECTED = {
     "rebuild_from_seeds": {"mpi.ring": "outside the float32 bound"},
     "rebuild_training_rows": {"mpi.scatter": "cases fail",
                               "mpi.data_parallel": "relative max-norm",
-                              "mpi.averaging": "relative max-norm"},
+                              "mpi.averaging": "relative max-norm",
+                              "mpi.combined": "rank"},
+    "combined_host_sgd": {"mpi.combined": "launched none of your kernels"},
+    "no_communication": {"mpi.allreduce": "outside the float32 bound",
+                         "mpi.data_parallel": "relative max-norm",
+                         "mpi.averaging": "relative max-norm",
+                         "mpi.combined": "a Part 3 problem"},
     "read_other_rank": {"mpi.ring": "opened a file outside its folder.*inputs.npz"},
     "ring_dup": {"mpi.ring": "comm.Dup: the ring item allows point-to-point messages only"},
     "ring_allgather": {"mpi.ring": "comm.Allgather: the ring item allows point-to-point"},
@@ -85,7 +93,7 @@ def graded(tmp_path_factory, request):
     solution = shutil.copytree(KIT_ROOT / "solution", subs / "solution")
     for name in names:
         folder = shutil.copytree(CHEATS / name, subs / name)
-        for module in MODULES:  # the module it does not cheat in: the solution's
+        for module in (*MODULES, *NETWORK):  # what it does not cheat in: the solution's
             if not (folder / module).exists():
                 shutil.copy(solution / module, folder / module)
     config = DEFAULT_CONFIG.read_text()

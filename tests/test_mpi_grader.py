@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from grader.cases import mpi as mpi_cases
+from grader.cases import mpi_combined
 from grader.checks import mpi as mpi_checks
 from grader.examples import all_specs, materialize
 from grader.parts import mpi as part3
@@ -43,7 +44,7 @@ def graded(tmp_path_factory):
 def test_solution_gets_every_mpi_point(graded):
     stdout, reports = graded
     items = reports["solution"]["items"]
-    assert {i["id"] for i in items} == set(mpi_cases.ITEMS)
+    assert {i["id"] for i in items} == set(mpi_cases.ITEMS) | {mpi_combined.ITEM}
     assert all(i["points"] == i["max_points"] > 0 for i in items), items
     assert "Part 3, MPI" in stdout
 

@@ -40,6 +40,7 @@ def item_functions() -> dict[str, list[str]]:
     found["net.performance"] = ["the whole network (Part 2)"]
     found["mpi.data_parallel"] = ["scatter_batch", "allreduce_gradients"]
     found["mpi.averaging"] = ["scatter_batch", "allreduce_gradients"]
+    found["mpi.combined"] = ["scatter_batch", "allreduce_gradients", "the whole network (Part 2)"]
     return found
 
 

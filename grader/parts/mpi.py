@@ -17,7 +17,9 @@ ring_bytes_needed).
 
 Part 3 runs on CPU ranks everywhere, with the CPU reference network computing each rank's
 gradients: only the submission's MPI functions are graded here, so a Part 2 bug costs
-Part 2's points only (and a GPU is not needed).
+Part 2's points only (and a GPU is not needed). The one exception, mpi.combined, trains
+the submission's own network under its MPI functions (grader/parts/mpi_combined.py, with
+run_mpi_job's on_gpu): there a Part 2 bug costs that item too.
 
 Bounds, all from float32 rounding (u = 2^-24, gamma(k) = k u / (1 - k u), FLT_MIN the
 smallest normal float32 for results that underflow):
@@ -158,14 +160,16 @@ def mpi_env() -> dict[str, str]:
 
 def run_mpi_job(kind: str, cases: list[dict], submission: Path, workdir: Path, ranks: int,
                 timeout: float, inputs: list[dict[str, np.ndarray]],
-                mpiexec: str | None = None) -> MpiRun:
+                mpiexec: str | None = None, on_gpu: bool = False) -> MpiRun:
     """Run grader.worker.mpi on `cases` with `ranks` processes, as a sandboxed worker
     (grader/isolation/runner.py): mpiexec goes before the interpreter, so that mpiexec, Hydra's
     proxy and every rank are confined, limited and killed as one job (Hydra puts each
     rank in a session of its own: a process group alone would not reach them).
 
     workdir/rank-R/ holds what rank R alone is given: a copy of the submission, a scratch
-    folder and `inputs.npz` (inputs[R]), which the rank removes once read."""
+    folder and `inputs.npz` (inputs[R]), which the rank removes once read. on_gpu: the
+    ranks may use the GPU this thread holds (the combined item's network); the other
+    items' ranks run on CPUs."""
     workdir = Path(workdir)
     if workdir.exists():
         shutil.rmtree(workdir)
@@ -176,7 +180,7 @@ def run_mpi_job(kind: str, cases: list[dict], submission: Path, workdir: Path, r
         np.savez(home / "inputs.npz", **(inputs[r] if r < len(inputs) else {}))
     job = {"kind": kind, "cases": cases, "ranks_dir": str(workdir.resolve()),
            "submission": str((workdir / "rank-0" / "submission").resolve())}
-    run = run_worker(job, workdir, timeout, on_gpu=False,
+    run = run_worker(job, workdir, timeout, on_gpu=on_gpu,
                      launcher=mpiexec_command(ranks, mpiexec), module="grader.worker.mpi",
                      extra_env=mpi_env())
     return MpiRun(run.outdir, run.returncode, run.timed_out, run.output_tail, run.seconds,

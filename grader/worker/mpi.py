@@ -22,10 +22,16 @@ and every rank's marker is there. Nothing here judges a result: grader/parts/mpi
 
 The ring item gets a communicator that offers point-to-point calls only and counts the
 bytes each rank sends to each other rank (nnkit.collectives.call_point_to_point).
+
+The combined item (kind "combined") trains the submission's Part 2 network, alone and on
+two ranks under its Part 3 functions: for it, set-up also loads the backend (numba, and
+CuPy on a GPU) and, in the simulator, restricts kernels as grader/worker/__main__.py does
+for Part 2, before the submission is imported.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -37,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from grader.worker.common import LIMITS, confine, describe_error, read_inputs
+from grader.worker.launches import COUNT
 
 RANKS_NOTE = "the grader runs them on communicators of 1 to 4 ranks carved out of a larger job"
 
@@ -146,8 +153,104 @@ def run_average(n: int, case: dict, comm: Any, submission: Path,
     return _training(n, case, comm, submission, inputs, case["every"])
 
 
+def _train_alone(engine: Any, data: Any, config: Any) -> None:
+    """One process, no Part 3 code: the batches of train_mpi in its order, each step with
+    the gradient of the whole batch (what train_mpi does with a perfect all-reduce)."""
+    from nnkit.dataset import batch_slices, epoch_order
+
+    n = len(data)
+    for epoch in range(config.epochs):
+        order = epoch_order(n, config.seed, epoch)
+        X, labels = data.images[order].astype(np.float32), data.labels[order].astype(np.int64)
+        for s in batch_slices(n, config.batch):
+            grads, _ = engine.gradients(X[s], labels[s])
+            engine.step(grads, config.lr)
+
+
+# The network functions counted per call (the order of the `calls` and `silent` arrays).
+NETWORK_CALLS = ("forward", "backward", "sgd_step")
+
+
+class Counted:
+    """A network function of the submission whose calls are counted, and those that
+    launched none of the submission's kernels (Part 2's rule: training runs on them)."""
+
+    def __init__(self, fn: Any, recorder: Any):
+        self.fn, self.recorder = fn, recorder
+        self.calls = self.silent = 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        self.recorder.begin(COUNT)
+        try:
+            return self.fn(*args)
+        finally:
+            if self.recorder.end().own_launches == 0:
+                self.silent += 1
+
+
+def run_combined(n: int, case: dict, comm: Any, submission: Path,
+                 inputs: dict[str, np.ndarray], recorder: Any = None) -> dict[str, np.ndarray]:
+    """The submission's Part 2 network (its kernels, forward, backward and sgd_step, on
+    the trusted GEMM) trained alone (a case of one rank) or under its Part 3 functions.
+    Besides the parameters: `calls` and `silent`, per function of NETWORK_CALLS, how many
+    calls this rank made and how many launched none of the submission's kernels."""
+    from nnkit import network
+    from nnkit.backend import select
+    from nnkit.mnist import Split
+    from nnkit.mpi_train import DeviceEngine, folder_functions, train_mpi
+    from nnkit.training import TrainConfig, make_gemm
+
+    rank = comm.Get_rank()
+    data = Split(inputs["train/images"], inputs["train/labels"]) if rank == 0 else None
+    features = comm.bcast(data.images.shape[1] if rank == 0 else None, root=0)
+    config = TrainConfig(**{**case["mode"], "hidden": tuple(case["mode"]["hidden"])})
+    gemm = make_gemm("cublas" if select().on_gpu else "host", submission)
+    engine = DeviceEngine(submission, network.glorot_uniform(config.sizes(features),
+                                                             config.seed), config, gemm)
+    counted = {name: Counted(getattr(engine, name), recorder) for name in NETWORK_CALLS}
+    for name, fn in counted.items():
+        setattr(engine, name, fn)
+    if case["ranks"] == 1:
+        _train_alone(engine, data, config)
+    else:
+        train_mpi(comm, engine, data, config, folder_functions(submission))
+    return {**engine.host_params().named(),
+            "calls": np.array([counted[k].calls for k in NETWORK_CALLS], np.int64),
+            "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64)}
+
+
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
-       "train": run_train, "average": run_average}
+       "train": run_train, "average": run_average, "combined": run_combined}
+
+
+def _device_set_up(job: dict, submission: Path) -> Any:
+    """The combined item runs the submission's kernels: the backend chosen, numba (and
+    CuPy on a GPU) loaded, the launch recorder installed and, in the simulator, kernels
+    restricted as compiled ones are (grader/worker/__main__.py does the same for Part 2),
+    all before anything submitted is imported. Returns the recorder (None for the other
+    kinds, which run no kernel and skip this)."""
+    if job["kind"] != "combined":
+        return None
+    import threading
+
+    from grader.worker import blocksync, kernelsim, launches
+    from nnkit.backend import cuda, select
+
+    del cuda  # imported for its side effect: numba loads before the submission can
+    if select().on_gpu:
+        import cupy  # noqa: F401 - loaded now: the submission cannot stand in for it
+    else:
+        if job.get("thread_stack_kb"):  # a Python thread per simulated CUDA thread
+            threading.stack_size(int(job["thread_stack_kb"]) * 1024)
+        kernelsim.install()
+        blocksync.install()
+    import nnkit.dataset
+    import nnkit.gemm  # noqa: F401
+
+    recorder = launches.Recorder(submission, select().on_gpu)
+    recorder.install()
+    return recorder
 
 
 def _wait_for_all(comm: Any) -> None:
@@ -157,9 +260,10 @@ def _wait_for_all(comm: Any) -> None:
         time.sleep(0.002)
 
 
-def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any]:
+def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any, Any]:
     """This rank's submission copy and inputs, then confinement (see the module's text).
-    Returns (submission, inputs, snapshot of the trusted modules)."""
+    Returns (submission, inputs, snapshot of the trusted modules, launch recorder or
+    None)."""
     home = Path(job["ranks_dir"]) / f"rank-{rank}"
     inputs = read_inputs(home / "inputs.npz")
     submission = (home / "submission").resolve()
@@ -177,11 +281,12 @@ def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray],
     import nnkit.network
     import nnkit.submission
     import nnkit.training  # noqa: F401
+    recorder = _device_set_up(job, submission)
     # Last on the path (the worker runs with -P): the submission's modules can import
     # one another, and cannot stand in for an installed module.
     sys.path.append(str(submission))
     MPI.COMM_WORLD = RefusedWorld()  # the kit keeps its own reference (main's `world`)
-    return submission, inputs, confine(submission, Path(job["outdir"]), [scratch])
+    return submission, inputs, confine(submission, Path(job["outdir"]), [scratch]), recorder
 
 
 def main(argv: list[str]) -> int:
@@ -193,7 +298,9 @@ def main(argv: list[str]) -> int:
     job = json.loads(job_file.read_text())
     LIMITS.update(job.get("limits", {}))
     out, run = Path(job["outdir"]), RUN[job["kind"]]  # taken before the submission runs
-    submission, inputs, snapshot = set_up(job, MPI, rank)
+    submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
+    if recorder is not None:
+        run = functools.partial(run, recorder=recorder)
     _wait_for_all(world)  # every rank has read the job and its inputs
     if rank == 0:
         job_file.unlink(missing_ok=True)

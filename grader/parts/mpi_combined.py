@@ -1,0 +1,109 @@
+"""The combined item (mpi.combined): the submission's Part 2 network trained under its
+Part 3 functions on two ranks, as the assignment's program runs.
+
+One MPI job of two ranks (grader/parts/mpi.py's run_mpi_job: the same sandbox, per-rank
+inputs, counting communicator, audit hook and completion markers as Part 3's other items),
+on the GPU this grading thread holds, or in the simulator in a reduced configuration
+(grader/cases/mpi_combined.py). Its two cases train the submission's network alone and on
+two ranks; grader/checks/mpi_combined.py compares both ranks with the one-process run and
+with the CPU reference the grader trains here, and says which part is at fault.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from grader.cases import mpi_combined as cases
+from grader.checks.mpi_combined import check_combined, silent_calls, split_tolerance
+from grader.parts.common import all_or_nothing
+from grader.parts.mpi import _rank_results, run_mpi_job
+from grader.results import NOT_GRADED, ItemResult
+from grader.scoring import Config
+from grader.worker import guard
+from nnkit import network
+from nnkit.collectives import find_mpiexec
+from nnkit.mnist import Split
+
+# The job trains a network twice (in the simulator, every kernel on the CPU: 4-9 s for
+# the solution on 2 cores, against 1-3 s for Part 3's other jobs): twice their limit.
+LIMIT_FACTOR = 2
+
+_references: dict[tuple[int, str], tuple[Split, network.Params]] = {}
+_lock = threading.Lock()
+
+
+def mnist_folder() -> str | None:
+    """MNIST's folder, absolute (the ranks run from their copies), or None if missing."""
+    from nnkit.mnist import FILES, default_dir
+
+    folder = default_dir()
+    return str(folder.resolve()) if all((folder / f).is_file() for f in FILES.values()) else None
+
+
+def reference(job_plan: dict, secret: int) -> tuple[Split, network.Params]:
+    """The job's training rows, and the CPU reference trained on them in one process
+    (float32, as Part 2's), computed once per grading run and configuration."""
+    key = (secret, job_plan["description"])
+    with _lock:
+        if key not in _references:
+            from nnkit.dataset import Dataset
+            from nnkit.training import ReferenceRunner, TrainConfig, train
+
+            split = cases.training_data(job_plan, secret)
+            empty = Split(split.images[:0], split.labels[:0])
+            mode = job_plan["mode"]
+            config = TrainConfig(**{**mode, "hidden": tuple(mode["hidden"])})
+            runner = ReferenceRunner(network.glorot_uniform(
+                config.sizes(split.images.shape[1]), config.seed), config)
+            train(runner, Dataset(split, empty, empty), config, evaluate=False)
+            _references[key] = (split, runner.params())
+        return _references[key]
+
+
+def grade_combined(submission: Path, workroot: Path, config: Config,
+                   on_gpu: bool) -> list[ItemResult]:
+    item_id = cases.ITEM
+    mpiexec = config.mpiexec or find_mpiexec()
+    if mpiexec is None:
+        return [ItemResult(item_id, config.title(item_id), config.points(item_id), None,
+                           NOT_GRADED, "not graded: no mpiexec on this machine (pip install "
+                                       "mpich, or load the site's MPI)")]
+    job_plan = cases.plan(on_gpu, mnist_folder())
+    data, ref = reference(job_plan, config.secret)
+    job_cases = cases.cases(job_plan)
+    seconds = LIMIT_FACTOR * config.seconds_mpi
+    run = run_mpi_job(cases.KIND, job_cases, submission, workroot / "mpi_combined",
+                      cases.RANKS, seconds, cases.rank_inputs(data),
+                      mpiexec, on_gpu=on_gpu)
+    fan_in = max(ref.weights[i].shape[1] for i in range(len(ref.weights)))
+    tolerance = split_tolerance(cases.steps(job_plan), fan_in)
+    results, checks = [], []
+    for n, case in enumerate(job_cases):
+        got, problem = _rank_results(run, n, case["ranks"], seconds)
+        if problem:
+            checks.append({"case": cases.label(case), "passed": False, "message": problem})
+            break
+        results.append(got)
+    stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(seconds)
+    if stopped:
+        ok, message = False, stopped
+    elif checks:
+        ok, message = False, f"{checks[0]['case']}: {checks[0]['message']}"
+    else:
+        try:
+            ok, message, checks = check_combined(results[0][0], results[1], ref, tolerance)
+            silent = silent_calls(results)
+            if silent:
+                ok, message = False, silent
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            ok, message = False, f"malformed result ({type(err).__name__}: {err})"
+        if ok and incomplete:
+            ok, message = False, ("the MPI job did not complete, so its results are not "
+                                  f"trusted: {incomplete}")
+    return [all_or_nothing(item_id, config, ok, f"{message} ({job_plan['description']})",
+                           checks=checks,
+                           figures={"job_seconds": round(run.seconds, 2),
+                                    "timed_out": run.timed_out, "exit_status": run.returncode,
+                                    "complete": run.complete(), "tolerance": tolerance,
+                                    "configuration": job_plan["description"]})]
