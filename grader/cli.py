@@ -104,6 +104,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _remeasure(parts: list[str], config: Config, workroot: Path, slots: gpus.GpuSlots,
+               selection: Selection, before: dict) -> None:
+    """For the grader's developers (GRADER_REMEASURE=1): time the references again once
+    the class is graded and print how far they moved, to tell drift of the machine over a
+    run from a difference between a reference's job and a submission's."""
+    after = references(parts, config, workroot / "again", slots, selection)
+    for gpu, ref in (before.get("gemm") or {}).items():
+        for kernel, seconds in ref.seconds.items():
+            again = after["gemm"][gpu].seconds[kernel]
+            print(f"remeasure gpu {gpu} {kernel}: " + ", ".join(
+                f"{b * 1e3:.3f} -> {a * 1e3:.3f} ms ({a / b:.3f})"
+                for b, a in zip(seconds, again, strict=True)), file=sys.stderr)
+    for gpu, seconds in (before.get("net_speed") or {}).items():
+        again = after["net_speed"][gpu]
+        print(f"remeasure gpu {gpu} net speed: {seconds:.4f} -> {again:.4f} s "
+              f"({again / seconds:.3f})", file=sys.stderr)
+
+
 def default_jobs_per_gpu(gpu_count: int) -> int:
     """Workers per GPU when --jobs-per-gpu is not given: a job is mostly one busy core
     (Python, numba's compiler) and sometimes two or three (MPI ranks), so half the cores
@@ -202,6 +220,8 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         if stop.signum is None:
             results = grade_all(submissions, parts, kernels, config, backend, refs,
                                 workroot, slots, jobs, book, stop, selection)
+        if os.environ.get("GRADER_REMEASURE") and slots is not None and stop.signum is None:
+            _remeasure(parts, config, workroot, slots, selection, refs)
     if grades is not None and stop.signum is None:
         write_feedback(manual.merge_into(book, grades, config), args.out)
     book.write_csv()  # also when nothing finished: the book as it stands

@@ -234,8 +234,11 @@ def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Co
         return []
     timed = [k for k in kernels if got[k][0]]
     outdir, run, reference = None, None, None
-    if per_gpu:
-        with slots.hold() if slots else nullcontext():
+    if not per_gpu:
+        return [performance_item(k, got[k][0], None, [], config, None) for k in kernels]
+    # Held to the end: the checks below (float64 products of the timed shapes) must not
+    # run beside another submission's timed job, which they would slow down.
+    with slots.hold() if slots else nullcontext():
             reference = gpus.for_current(per_gpu)  # the GPU the timed job runs on
             if timed:
                 run = _timed_run(timed, submission, workroot / "timed", config, on_gpu)
@@ -248,6 +251,11 @@ def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Co
                         alone = _timed_run([k], submission, workroot / f"timed-{k}", config,
                                            on_gpu)
                         _adopt(alone.outdir, outdir, k)
+            return _speed_items(kernels, got, outdir, run, config, reference)
+
+
+def _speed_items(kernels: list[str], got: dict, outdir: Path | None, run, config: Config,
+                 reference: Reference | None) -> list[ItemResult]:
     items = []
     early = anticheat.read_hits(outdir) if outdir else []  # while the modules loaded
     for kernel in kernels:
