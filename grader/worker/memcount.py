@@ -1,0 +1,237 @@
+"""Memory-traffic counts of kernels running in numba's CUDA simulator.
+
+A GPU serves memory one warp instruction at a time: a global load or store costs one
+transaction per 32-byte sector its active lanes touch (4 for 32 consecutive float32
+elements, 32 when every lane reads a different row), and a shared-memory access is
+replayed once per extra distinct 4-byte word requested in the same one of the 32 banks.
+Neither shows in the simulator's results or time, so this module counts them while
+simcheck.instrument(counter=Counter()) watches a launch: simcheck's hooks on kernel
+arguments and shared arrays call `global_access` and `shared_access` here.
+
+What an "instruction" is, in the simulator. Each CUDA thread is a Python thread and runs
+on its own, so there are no warp instructions to observe. A warp is taken to be 32
+threads of one block with consecutive linear thread ids (as on a GPU), and one of its
+instructions to be the n-th access that each of its lanes makes at one source line of
+the kernel: (line, n) pairs up what the lanes do in the same iteration of the same loop.
+Lanes that took different branches earlier can pair accesses a GPU would not have
+issued together; in a GEMM only the edge threads of partial tiles do, so counts are
+taken on a case whose sizes are multiples of the tiles. Addresses are offsets from the
+start of each argument's underlying buffer, as if it had been allocated on its own
+(cudaMalloc aligns to 256 bytes, a multiple of the sector), and each shared array is
+taken to start at bank 0. Elements wider than 4 bytes are counted at their first word.
+
+Multiply-adds are not counted here (the simulator runs plain Python arithmetic): the
+grader divides loads by the case's M*N*K, the multiply-adds a GEMM must do.
+
+All state is kept in this module, never on an object a kernel can reach (thread,
+array), and submissions cannot import it, so the counts are the worker's own.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter as _Tally
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+WARP = 32
+SECTOR_BYTES = 32
+BANKS = 32
+WORD_BYTES = 4
+
+# Kinds of access (the first element of a group's key).
+GLOBAL_LOAD, GLOBAL_STORE, SHARED_LOAD, SHARED_STORE = range(4)
+_INTS = (int, np.integer)
+MAX_LAYOUTS = 64
+
+
+@dataclass
+class KernelCounts:
+    """Totals over every launch of one kernel (requests: warp instructions; accesses:
+    lane accesses; sectors: 32-byte global transactions; conflicts: extra shared
+    wavefronts beyond one per request)."""
+
+    launches: int = 0
+    global_load_requests: int = 0
+    global_load_accesses: int = 0
+    global_load_sectors: int = 0
+    global_store_requests: int = 0
+    global_store_accesses: int = 0
+    global_store_sectors: int = 0
+    shared_load_requests: int = 0
+    shared_load_accesses: int = 0
+    shared_load_conflicts: int = 0
+    shared_store_requests: int = 0
+    shared_store_accesses: int = 0
+    shared_store_conflicts: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def bank_conflicts(words: set[int]) -> int:
+    """Extra shared-memory wavefronts of one request for these distinct word indices:
+    the most distinct words any bank must serve, minus one (lanes reading one word share
+    a broadcast, no conflict)."""
+    if not words:
+        return 0
+    return max(_Tally(w % BANKS for w in words).values()) - 1
+
+
+class Counter:
+    """The counts of every kernel launched while it is active (see simcheck.instrument).
+
+    Accesses of one block are grouped by (kind, warp, code, line, n) as they happen and
+    folded into the kernel's totals when the block ends (the simulator runs one block
+    at a time)."""
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, KernelCounts] = {}
+        self._current: KernelCounts | None = None
+        # (kind, warp, code, line, n) -> {lane: sector or word}; a lane adds one entry
+        # to a group, and dict item assignment is atomic, so threads need no lock here.
+        self._groups: dict[tuple, dict[int, Any]] = {}
+        # Each simulated thread's accesses so far per (code, line): only it writes there.
+        self._lanes: dict[Any, dict[tuple, int]] = {}
+        # Each argument's (buffer start, offset): the wrappers a launch gets live as long
+        # as it does, and are hashed by identity.
+        self._layouts: dict[Any, tuple[int, int]] = {}
+        self._block_thread: type = type(None)
+        self._skip_dirs: tuple[str, ...] = ()
+
+    def bind(self, block_thread: type, skip_dirs: tuple[str, ...]) -> None:
+        """The simulator's thread class, and folders whose frames are not the kernel's
+        (simcheck, the simulator: its atomics index arrays for the kernel)."""
+        self._block_thread, self._skip_dirs = block_thread, skip_dirs
+
+    # launches and blocks -------------------------------------------------------------
+
+    def begin_launch(self, name: str) -> None:
+        self._current = self.kernels.setdefault(name, KernelCounts())
+        self._current.launches += 1
+
+    def end_launch(self) -> None:
+        self.end_block()
+        self._current = None
+        self._layouts = {}
+
+    def end_block(self) -> None:
+        """Fold the finished block's groups into the current kernel's totals."""
+        groups, self._groups = self._groups, {}
+        self._lanes = {}
+        totals = self._current
+        if totals is None:
+            return
+        for key, lanes in groups.items():
+            kind, n = key[0], len(lanes)
+            if kind == GLOBAL_LOAD:
+                totals.global_load_requests += 1
+                totals.global_load_accesses += n
+                totals.global_load_sectors += len(set(lanes.values()))
+            elif kind == GLOBAL_STORE:
+                totals.global_store_requests += 1
+                totals.global_store_accesses += n
+                totals.global_store_sectors += len(set(lanes.values()))
+            elif kind == SHARED_LOAD:
+                totals.shared_load_requests += 1
+                totals.shared_load_accesses += n
+                totals.shared_load_conflicts += bank_conflicts(set(lanes.values()))
+            else:
+                totals.shared_store_requests += 1
+                totals.shared_store_accesses += n
+                totals.shared_store_conflicts += bank_conflicts(set(lanes.values()))
+
+    # accesses (called from simcheck's hooks, on the simulated thread) ----------------
+
+    def _record(self, kind: int, unit: Any, depth: int) -> None:
+        thread = threading.current_thread()
+        if self._current is None or not isinstance(thread, self._block_thread):
+            return
+        frame = sys._getframe(depth)
+        while frame.f_code.co_filename.startswith(self._skip_dirs) and frame.f_back:
+            frame = frame.f_back
+        site = (frame.f_code, frame.f_lineno)
+        sites = self._lanes.get(thread)
+        if sites is None:
+            sites = self._lanes[thread] = {}
+        n = sites.get(site, 0)
+        sites[site] = n + 1
+        tid = thread.thread_id
+        key = (kind, tid // WARP, site, n)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups.setdefault(key, {})
+        group[tid % WARP] = unit
+
+    def global_access(self, array: Any, idx: Any, write: bool, depth: int) -> None:
+        """One element of a kernel argument (the simulator's in-kernel array wrapper)
+        read or written at `idx`; `depth`: frames from here up to the kernel's."""
+        if self._current is None:
+            return
+        try:
+            ary = array.__dict__["_item"]._ary
+        except (KeyError, AttributeError):
+            return
+        index = idx if type(idx) is tuple else (idx,)
+        if len(index) != ary.ndim:
+            return  # a row or a slice: not one element's access
+        layout = self._layouts.get(array)
+        if layout is None:
+            layout = _layout(ary)
+            if len(self._layouts) < MAX_LAYOUTS:  # (a view made in the kernel is new each time)
+                self._layouts[array] = layout
+        start, offset = layout
+        for i, n, stride in zip(index, ary.shape, ary.strides, strict=True):
+            if not isinstance(i, _INTS):
+                return
+            offset += (i + n if i < 0 else i) * stride
+        self._record(GLOBAL_STORE if write else GLOBAL_LOAD,
+                     (start, int(offset) // SECTOR_BYTES), depth + 1)
+
+    def shared_access(self, flat: int, itemsize: int, write: bool, depth: int) -> None:
+        """One element (flat index in its allocation) of a shared array."""
+        self._record(SHARED_STORE if write else SHARED_LOAD, flat * itemsize // WORD_BYTES,
+                     depth + 1)
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {name: counts.to_json() for name, counts in self.kernels.items()}
+
+
+def hooks(counter: Counter) -> list[tuple[Any, str, Any]]:
+    """(owner, attribute, replacement given the original) that tell `counter` where
+    launches and blocks begin and end, for simcheck.instrument to install."""
+    from numba.cuda.simulator import kernel
+
+    def kernel_call(original: Any) -> Any:
+        def call(self: Any, *args: Any) -> Any:
+            if self._device or kernel._kernel_context:  # a device function
+                return original(self, *args)
+            counter.begin_launch(str(getattr(self.fn, "__name__", "kernel")))
+            try:
+                return original(self, *args)
+            finally:
+                counter.end_launch()
+        return call
+
+    def block_run(original: Any) -> Any:
+        def run(self: Any, *args: Any) -> Any:
+            try:
+                return original(self, *args)
+            finally:
+                counter.end_block()
+        return run
+
+    return [(kernel.FakeCUDAKernel, "__call__", kernel_call),
+            (kernel.BlockManager, "run", block_run)]
+
+
+def _layout(ary: np.ndarray) -> tuple[int, int]:
+    """(start of the buffer under `ary`, byte offset of ary[0, ...] from it)."""
+    root = ary
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = root.__array_interface__["data"][0]
+    return start, ary.__array_interface__["data"][0] - start
