@@ -119,12 +119,13 @@ PERF_SHAPES = [(800, 1000, 784), (800, 10, 1000), (2048, 2048, 2048)]
 
 # The call whose memory traffic is counted in the simulator (grader/worker/memcount.py),
 # per kernel: sizes that are multiples of the solution's tiles (no partial tile's edge
-# threads), as small as shows the kernel's steady pattern (the count triples the cost of
-# a simulated launch). Plain row-major operands, alpha = 1, beta = 0.
+# threads), M and N at least 32 (a warp along either dimension is whole, however the
+# kernel maps threads), as small as shows the kernel's steady pattern: counting triples
+# the cost of a simulated launch. Plain row-major operands, alpha = 1, beta = 0.
 PROFILE_SHAPES = {
-    "naive": (32, 64, 32),  # 8 blocks of 32x8 threads
-    "shared": (32, 64, 64),  # 2 blocks of 32x32 threads, 2 steps along K
-    "register": (32, 128, 32),  # 4 blocks of 64 threads (16x64 tiles), 8 steps
+    "naive": (32, 32, 16),  # 4 blocks of 32x8 threads
+    "shared": (32, 32, 32),  # 1 block of 32x32 threads, 1 step along K
+    "register": (64, 64, 16),  # 4 blocks of 64 threads (16x64 tiles), 4 steps
     "hierarchical": (64, 64, 16),  # 1 block of 256 threads (64x64 tile), 2 steps
 }
 

@@ -9,9 +9,9 @@ figure out as a table for the feedback pages and as lines for `--details`:
 - global sectors per load (store) request: 32-byte sectors a warp instruction touches,
   4 when 32 lanes read consecutive float32 values, 1 for a broadcast, 32 when every lane
   reads another row;
-- bank conflicts per shared request: extra passes a shared access needs because lanes
-  ask one bank for different words (0 is ideal; a column read with a stride of 32 words
-  costs 31);
+- bank conflicts per shared load (store) request: extra passes a shared access needs
+  because lanes ask one bank for different words (0 is ideal; a column read with a
+  stride of 32 words costs 31);
 - global and shared loads per multiply-add: lane loads over the M*N*K multiply-adds of
   the product (the naive kernel loads twice per multiply-add; tiling divides that).
 """
@@ -33,7 +33,8 @@ NOT_POINTS = ("counted in the CUDA simulator on one small call, for your informa
 METRICS = [
     ("sectors_per_load", "global sectors per load request"),
     ("sectors_per_store", "global sectors per store request"),
-    ("conflicts_per_shared", "bank conflicts per shared request"),
+    ("conflicts_per_shared_load", "bank conflicts per shared load request"),
+    ("conflicts_per_shared_store", "bank conflicts per shared store request"),
     ("global_loads_per_fma", "global loads per multiply-add"),
     ("shared_loads_per_fma", "shared loads per multiply-add"),
 ]
@@ -66,17 +67,18 @@ def read_counts(outdir: Path) -> tuple[Counts | None, str]:
 
 
 def _ratio(num: int, den: int) -> float | None:
-    return round(num / den, 3) if den else None
+    return round(num / den, 4) if den else None
 
 
 def metrics(c: dict[str, int], fmas: int) -> dict[str, float | None]:
     """The figures of one kernel's counts; `fmas`: multiply-adds of the counted call."""
-    shared_requests = c["shared_load_requests"] + c["shared_store_requests"]
     return {
         "sectors_per_load": _ratio(c["global_load_sectors"], c["global_load_requests"]),
         "sectors_per_store": _ratio(c["global_store_sectors"], c["global_store_requests"]),
-        "conflicts_per_shared": _ratio(c["shared_load_conflicts"] + c["shared_store_conflicts"],
-                                       shared_requests),
+        "conflicts_per_shared_load": _ratio(c["shared_load_conflicts"],
+                                            c["shared_load_requests"]),
+        "conflicts_per_shared_store": _ratio(c["shared_store_conflicts"],
+                                             c["shared_store_requests"]),
         "global_loads_per_fma": _ratio(c["global_load_accesses"], fmas),
         "shared_loads_per_fma": _ratio(c["shared_load_accesses"], fmas),
     }

@@ -29,7 +29,6 @@ array), and submissions cannot import it, so the counts are the worker's own.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import Counter as _Tally
 from dataclasses import asdict, dataclass
@@ -84,28 +83,27 @@ def bank_conflicts(words: set[int]) -> int:
 class Counter:
     """The counts of every kernel launched while it is active (see simcheck.instrument).
 
-    Accesses of one block are grouped by (kind, warp, code, line, n) as they happen and
-    folded into the kernel's totals when the block ends (the simulator runs one block
-    at a time)."""
+    Accesses of one block are grouped by (kind, array, barrier epoch, warp, n) as they
+    happen and folded into the kernel's totals when the block ends (the simulator runs
+    one block at a time)."""
 
     def __init__(self) -> None:
         self.kernels: dict[str, KernelCounts] = {}
         self._current: KernelCounts | None = None
-        # (kind, warp, code, line, n) -> {lane: sector or word}; a lane adds one entry
-        # to a group, and dict item assignment is atomic, so threads need no lock here.
+        # ((kind, array, epoch), warp, n) -> {lane: sector or word}; a lane adds one
+        # entry to a group, and dict item assignment is atomic: threads need no lock.
         self._groups: dict[tuple, dict[int, Any]] = {}
-        # Each simulated thread's accesses so far per (code, line): only it writes there.
+        # Each simulated thread's accesses so far per (kind, array, epoch): only it
+        # writes there.
         self._lanes: dict[Any, dict[tuple, int]] = {}
         # Each argument's (buffer start, offset): the wrappers a launch gets live as long
         # as it does, and are hashed by identity.
         self._layouts: dict[Any, tuple[int, int]] = {}
         self._block_thread: type = type(None)
-        self._skip_dirs: tuple[str, ...] = ()
 
-    def bind(self, block_thread: type, skip_dirs: tuple[str, ...]) -> None:
-        """The simulator's thread class, and folders whose frames are not the kernel's
-        (simcheck, the simulator: its atomics index arrays for the kernel)."""
-        self._block_thread, self._skip_dirs = block_thread, skip_dirs
+    def bind(self, block_thread: type) -> None:
+        """The simulator's thread class (its threads carry simcheck's barrier epoch)."""
+        self._block_thread = block_thread
 
     # launches and blocks -------------------------------------------------------------
 
@@ -126,7 +124,7 @@ class Counter:
         if totals is None:
             return
         for key, lanes in groups.items():
-            kind, n = key[0], len(lanes)
+            kind, n = key[0][0], len(lanes)
             if kind == GLOBAL_LOAD:
                 totals.global_load_requests += 1
                 totals.global_load_accesses += n
@@ -146,29 +144,26 @@ class Counter:
 
     # accesses (called from simcheck's hooks, on the simulated thread) ----------------
 
-    def _record(self, kind: int, unit: Any, depth: int) -> None:
+    def _record(self, kind: int, array: Any, unit: Any) -> None:
         thread = threading.current_thread()
-        if self._current is None or not isinstance(thread, self._block_thread):
+        if not isinstance(thread, self._block_thread):
             return
-        frame = sys._getframe(depth)
-        while frame.f_code.co_filename.startswith(self._skip_dirs) and frame.f_back:
-            frame = frame.f_back
-        site = (frame.f_code, frame.f_lineno)
-        sites = self._lanes.get(thread)
-        if sites is None:
-            sites = self._lanes[thread] = {}
-        n = sites.get(site, 0)
-        sites[site] = n + 1
+        sequence = (kind, array, thread._simcheck_epoch)
+        counts = self._lanes.get(thread)
+        if counts is None:
+            counts = self._lanes[thread] = {}
+        n = counts.get(sequence, 0)
+        counts[sequence] = n + 1
         tid = thread.thread_id
-        key = (kind, tid // WARP, site, n)
+        key = (sequence, tid // WARP, n)
         group = self._groups.get(key)
         if group is None:
             group = self._groups.setdefault(key, {})
         group[tid % WARP] = unit
 
-    def global_access(self, array: Any, idx: Any, write: bool, depth: int) -> None:
+    def global_access(self, array: Any, idx: Any, write: bool) -> None:
         """One element of a kernel argument (the simulator's in-kernel array wrapper)
-        read or written at `idx`; `depth`: frames from here up to the kernel's."""
+        read or written at `idx`."""
         if self._current is None:
             return
         try:
@@ -188,13 +183,14 @@ class Counter:
             if not isinstance(i, _INTS):
                 return
             offset += (i + n if i < 0 else i) * stride
-        self._record(GLOBAL_STORE if write else GLOBAL_LOAD,
-                     (start, int(offset) // SECTOR_BYTES), depth + 1)
+        self._record(GLOBAL_STORE if write else GLOBAL_LOAD, start,
+                     int(offset) // SECTOR_BYTES)
 
-    def shared_access(self, flat: int, itemsize: int, write: bool, depth: int) -> None:
+    def shared_access(self, allocation: Any, flat: int, itemsize: int, write: bool) -> None:
         """One element (flat index in its allocation) of a shared array."""
-        self._record(SHARED_STORE if write else SHARED_LOAD, flat * itemsize // WORD_BYTES,
-                     depth + 1)
+        if self._current is not None:
+            self._record(SHARED_STORE if write else SHARED_LOAD, allocation,
+                         flat * itemsize // WORD_BYTES)
 
     def to_json(self) -> dict[str, dict[str, int]]:
         return {name: counts.to_json() for name, counts in self.kernels.items()}

@@ -294,7 +294,7 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
         flats = (int(ids),)
     counter = _counter
     if counter is not None and len(flats) == 1:  # one element: one lane's access
-        counter.shared_access(flats[0], alloc.itemsize, write, 3)
+        counter.shared_access(shadow, flats[0], alloc.itemsize, write)
     for flat in flats:
         conflict = shadow.access(flat, thread, write, atomic)
         if conflict is not None:
@@ -368,7 +368,7 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
                 _report_negative("argument", self, self._item._ary, idx)
             counter = _counter
             if counter is not None:
-                counter.global_access(self, idx, False, 2)
+                counter.global_access(self, idx, False)
             return original(self, idx)
         return getitem
 
@@ -378,7 +378,7 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
                 _report_negative("argument", self, self._item._ary, idx)
             counter = _counter
             if counter is not None:
-                counter.global_access(self, idx, True, 2)
+                counter.global_access(self, idx, True)
             original(self, idx, value)
         return setitem
 
@@ -430,7 +430,7 @@ def instrument(max_findings: int = MAX_FINDINGS,
     try:
         hooks = _hooks()
         if counter is not None:
-            counter.bind(_BlockThread, (_SIM_DIR, os.path.dirname(__file__) + os.sep))
+            counter.bind(_BlockThread)
             hooks += memcount.hooks(counter)
         for owner, name, wrap in hooks:
             original = owner.__dict__[name]
