@@ -27,8 +27,11 @@ from pathlib import Path
 KEY = "memory_traffic"  # the figure's name in an item's figures
 PROFILE_FILE = "profile.json"  # as grader/worker/gemm.py writes them
 PROFILE_ERROR = "profile.err"
-NOT_POINTS = ("counted in the CUDA simulator on one small call, for your information: "
-              "these figures earn or cost no points")
+NOT_POINTS = "for your information: these figures earn or cost no points"
+LEGEND = ("Ideal: 4 sectors per request where 32 lanes read consecutive float32 values "
+          "(1 for one value read by all, 32 when each lane reads another row), 0 bank "
+          "conflicts; the fewer loads per multiply-add, the more each loaded value is "
+          "reused (a naive GEMM: 2).")
 # (key, column heading) of each figure, in table order.
 METRICS = [
     ("sectors_per_load", "global sectors per load request"),
@@ -138,9 +141,10 @@ def table(value: object) -> tuple[list[str], list[list[str]], list[str]] | None:
         if isinstance(row, dict):
             rows.append([f"{row.get('who', '?')}: {row.get('kernel', '?')}",
                          *(_number(row.get(key)) for key, _ in METRICS)])
-    case = value.get("case")
-    notes = [f"The call counted: {case}; {value.get('note', NOT_POINTS)}."]
-    notes += [str(n) for n in value.get("missing", []) if isinstance(n, str)]
+    notes = [f"Counted in the CUDA simulator on one call, {value.get('case', '?')}: "
+             f"{value.get('note', NOT_POINTS)}.", LEGEND]
+    missing = value.get("missing")
+    notes += [n for n in (missing if isinstance(missing, list) else []) if isinstance(n, str)]
     return headers, rows, notes
 
 
@@ -150,8 +154,8 @@ def text_lines(value: object) -> list[str]:
     if laid is None:
         return []
     headers, rows, notes = laid
-    lines = [f"memory traffic ({notes[0]})"]
+    lines = ["memory traffic, not points:"]
     for row in rows:
         lines.append("  " + row[0] + ": " + ", ".join(
             f"{h} {v}" for h, v in zip(headers[1:], row[1:], strict=True)))
-    return lines + [f"  {n}" for n in notes[1:]]
+    return lines + [f"  {n}" for n in notes]

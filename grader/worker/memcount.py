@@ -11,14 +11,23 @@ arguments and shared arrays call `global_access` and `shared_access` here.
 What an "instruction" is, in the simulator. Each CUDA thread is a Python thread and runs
 on its own, so there are no warp instructions to observe. A warp is taken to be 32
 threads of one block with consecutive linear thread ids (as on a GPU), and one of its
-instructions to be the n-th access that each of its lanes makes at one source line of
-the kernel: (line, n) pairs up what the lanes do in the same iteration of the same loop.
-Lanes that took different branches earlier can pair accesses a GPU would not have
-issued together; in a GEMM only the edge threads of partial tiles do, so counts are
-taken on a case whose sizes are multiples of the tiles. Addresses are offsets from the
-start of each argument's underlying buffer, as if it had been allocated on its own
-(cudaMalloc aligns to 256 bytes, a multiple of the sector), and each shared array is
-taken to start at bank 0. Elements wider than 4 bytes are counted at their first word.
+instructions to be the n-th load (or store) that each of its lanes makes of one array
+since the block's last barrier: (array, barrier epoch, n) pairs up what the lanes do in
+the same iteration of the same loop. Not the source line: finding a caller's line takes
+a frame look-up, which the grading worker's audit hook judges, and that tripled the cost
+of a counted call. Two loads of one array on different lines of one loop body pair up
+just as well, since every lane makes them in the same order. Where lanes take different
+branches the pairing is approximate: a lane that skips a load of an array pairs its
+later loads of it with its neighbours' earlier ones, until the next barrier realigns
+them (a guarded load with an `else` that loads a zero into the same shared array does
+not skip). In a GEMM only the edge threads of partial tiles diverge, so counts are taken
+on a case whose sizes are multiples of the tiles.
+
+Addresses are offsets from the start of each argument's underlying buffer, as if it had
+been allocated on its own (cudaMalloc aligns to 256 bytes, a multiple of the sector),
+and each shared array is taken to start at bank 0. Elements wider than 4 bytes are
+counted at their first word. An access of a whole row or slice is not counted (a kernel
+compiled for a GPU indexes single elements).
 
 Multiply-adds are not counted here (the simulator runs plain Python arithmetic): the
 grader divides loads by the case's M*N*K, the multiply-adds a GEMM must do.
@@ -93,8 +102,9 @@ class Counter:
         # ((kind, array, epoch), warp, n) -> {lane: sector or word}; a lane adds one
         # entry to a group, and dict item assignment is atomic: threads need no lock.
         self._groups: dict[tuple, dict[int, Any]] = {}
-        # Each simulated thread's accesses so far per (kind, array, epoch): only it
-        # writes there.
+        # Each simulated thread's barriers passed in this block, and its accesses so far
+        # per (kind, array, epoch): only that thread writes its entries.
+        self._epochs: dict[Any, int] = {}
         self._lanes: dict[Any, dict[tuple, int]] = {}
         # Each argument's (buffer start, offset): the wrappers a launch gets live as long
         # as it does, and are hashed by identity.
@@ -102,8 +112,13 @@ class Counter:
         self._block_thread: type = type(None)
 
     def bind(self, block_thread: type) -> None:
-        """The simulator's thread class (its threads carry simcheck's barrier epoch)."""
+        """The simulator's thread class."""
         self._block_thread = block_thread
+
+    def passed_barrier(self, thread: Any) -> None:
+        """`thread` was released from a syncthreads: its next accesses pair up with the
+        other lanes' after the barrier, whatever each did before it."""
+        self._epochs[thread] = self._epochs.get(thread, 0) + 1
 
     # launches and blocks -------------------------------------------------------------
 
@@ -119,7 +134,7 @@ class Counter:
     def end_block(self) -> None:
         """Fold the finished block's groups into the current kernel's totals."""
         groups, self._groups = self._groups, {}
-        self._lanes = {}
+        self._lanes, self._epochs = {}, {}
         totals = self._current
         if totals is None:
             return
@@ -148,7 +163,7 @@ class Counter:
         thread = threading.current_thread()
         if not isinstance(thread, self._block_thread):
             return
-        sequence = (kind, array, thread._simcheck_epoch)
+        sequence = (kind, array, self._epochs.get(thread, 0))
         counts = self._lanes.get(thread)
         if counts is None:
             counts = self._lanes[thread] = {}
@@ -220,8 +235,15 @@ def hooks(counter: Counter) -> list[tuple[Any, str, Any]]:
                 counter.end_block()
         return run
 
+    def syncthreads(original: Any) -> Any:
+        def sync(self: Any) -> None:
+            original(self)
+            counter.passed_barrier(self)
+        return sync
+
     return [(kernel.FakeCUDAKernel, "__call__", kernel_call),
-            (kernel.BlockManager, "run", block_run)]
+            (kernel.BlockManager, "run", block_run),
+            (kernel.BlockThread, "syncthreads", syncthreads)]
 
 
 def _layout(ary: np.ndarray) -> tuple[int, int]:
