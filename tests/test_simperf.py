@@ -2,6 +2,7 @@
 worker's files, beside the solution's, and shown in the feedback as "not points"."""
 
 import json
+import shutil
 
 import pytest
 
@@ -10,6 +11,7 @@ from grader.reports import reading
 from grader.reports.feedback import write_feedback
 from grader.reports.report import details
 from grader.results import PASS, ItemResult, SubmissionResult
+from nnkit.submission import NAMED
 from tests.conftest import run_kit
 
 
@@ -103,14 +105,30 @@ def test_feedback_shows_the_table_apart_and_escaped(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_simulated_grading_counts_the_kernel_beside_the_solution(tmp_path):
-    # The solution graded as a submission: its figures and the reference's are the same.
-    done = run_kit("grader", "solution", "--parts", "gemm", "--kernels", "naive",
-                   "--out", str(tmp_path), env={"NNKIT_DEVICE": "sim"})
+def test_a_simulated_grading_shows_an_uncoalesced_kernel_beside_the_solution(tmp_path):
+    # The solution's naive GEMM with threadIdx.x on the rows instead of the columns: still
+    # correct (full points), but a warp now reads 32 rows of A and writes a column of C.
+    sub = tmp_path / "uncoalesced"
+    shutil.copytree(NAMED["solution"], sub)
+    naive = sub / "gemm_1_naive.py"
+    source = naive.read_text()
+    for old, new in [("    j, i = cuda.grid(2)\n", "    i, j = cuda.grid(2)\n"),
+                     ("grid = ((N + BLOCK_X - 1) // BLOCK_X, (M + BLOCK_Y - 1) // BLOCK_Y)",
+                      "grid = ((M + BLOCK_X - 1) // BLOCK_X, (N + BLOCK_Y - 1) // BLOCK_Y)")]:
+        assert old in source
+        source = source.replace(old, new)
+    naive.write_text(source)
+    done = run_kit("grader", str(sub), "--parts", "gemm", "--kernels", "naive",
+                   "--out", str(tmp_path / "out"), env={"NNKIT_DEVICE": "sim"})
     assert done.returncode == 0, done.stderr[-2000:]
-    (item,) = [it for it in json.loads((tmp_path / "solution.json").read_text())["items"]
-               if it["id"] == "gemm.naive.correctness"]
-    rows = item["figures"][simperf.KEY]["rows"]
-    assert [r["who"] for r in rows] == ["yours", "solution"]
-    assert rows[0]["counts"] == rows[1]["counts"]
-    assert rows[0]["sectors_per_load"] == 2.5 and rows[0]["global_loads_per_fma"] == 2.0
+    (item,) = [it for it in json.loads((tmp_path / "out" / "uncoalesced.json").read_text())[
+        "items"] if it["id"] == "gemm.naive.correctness"]
+    assert item["points"] == item["max_points"]  # feedback only: no point lost
+    yours, solution = item["figures"][simperf.KEY]["rows"]
+    assert (yours["who"], solution["who"]) == ("yours", "solution")
+    # Per k: A 32 sectors + B a broadcast (yours), A a broadcast + B 4 sectors (solution).
+    assert yours["sectors_per_load"] == 16.5 and yours["sectors_per_store"] == 32.0
+    assert solution["sectors_per_load"] == 2.5 and solution["sectors_per_store"] == 4.0
+    assert yours["global_loads_per_fma"] == solution["global_loads_per_fma"] == 2.0
+    feedback = (tmp_path / "out" / "feedback" / "uncoalesced.md").read_text()
+    assert "yours: gemm\\_naive\\_kernel | 16.5 | 32 |" in feedback
