@@ -131,4 +131,4 @@ def test_a_simulated_grading_shows_an_uncoalesced_kernel_beside_the_solution(tmp
     assert solution["sectors_per_load"] == 2.5 and solution["sectors_per_store"] == 4.0
     assert yours["global_loads_per_fma"] == solution["global_loads_per_fma"] == 2.0
     feedback = (tmp_path / "out" / "feedback" / "uncoalesced.md").read_text()
-    assert "yours: gemm\\_naive\\_kernel | 16.5 | 32 |" in feedback
+    assert "| yours: gemm_naive_kernel | 16.5 | 32 |" in feedback
