@@ -99,6 +99,9 @@ def test_solution_naive_reads_a_broadcast_of_a_and_coalesced_b():
     assert m["sectors_per_load"] == 2.5 and m["sectors_per_store"] == 4.0
     assert m["global_loads_per_fma"] == 2.0  # A and B once per multiply-add
     assert c["shared_load_accesses"] == 0
+    assert c["arrays"] == {"A": [warps * K, warps * K, 0, 0], "B": [warps * K, warps * K * 4, 0, 0],
+                           "C": [0, 0, warps, warps * 4]}
+    assert m["sectors_by_argument"] == "A load 1, B load 4, C store 4"
 
 
 def test_uncoalesced_naive_touches_a_sector_per_lane():
@@ -108,7 +111,9 @@ def test_uncoalesced_naive_touches_a_sector_per_lane():
     # Per k, a warp loads A[i..i+31, k] (32 rows, 32 sectors) and B[k, j] (a broadcast).
     assert c["global_load_sectors"] == c["global_load_requests"] // 2 * (32 + 1)
     assert c["global_store_sectors"] == c["global_store_requests"] * 32
-    assert simperf.metrics(c, S * S * 8)["sectors_per_store"] == 32.0
+    m = simperf.metrics(c, S * S * 8)
+    assert m["sectors_per_store"] == 32.0
+    assert m["sectors_by_argument"] == "A load 32, B load 1, C store 32"
 
 
 def test_solution_shared_is_coalesced_and_conflict_free():

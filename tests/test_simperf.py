@@ -39,7 +39,7 @@ def test_read_counts_takes_the_worker_file_and_says_why_when_there_is_none(tmp_p
     (tmp_path / simperf.PROFILE_FILE).write_text(json.dumps(
         {"kernels": {"k": {**_counts(), "extra": 5}}}))
     counts, why = simperf.read_counts(tmp_path)
-    assert why == "" and counts == {"k": _counts()}  # only the known fields
+    assert why == "" and counts == {"k": {**_counts(), "arrays": {}}}  # the known fields
     (tmp_path / simperf.PROFILE_ERROR).write_text("IndexError: out of range")
     counts, why = simperf.read_counts(tmp_path)
     assert counts is None and "IndexError" in why
@@ -51,6 +51,12 @@ def test_metrics_are_ratios_of_the_counts():
     assert m["conflicts_per_shared_load"] == 31.0
     assert m["conflicts_per_shared_store"] is None  # no shared store at all
     assert m["global_loads_per_fma"] == pytest.approx(320 / 1024, abs=1e-4)
+
+
+def test_by_argument_names_the_operand_at_fault():
+    arrays = {"A": [16, 512, 0, 0], "B": [16, 16, 0, 0], "C": [0, 0, 2, 64]}
+    assert simperf.by_argument(arrays) == "A load 32, B load 1, C store 32"
+    assert simperf.by_argument({}) == ""
 
 
 def test_figure_puts_yours_beside_the_solution_and_notes_what_is_missing():
@@ -130,5 +136,7 @@ def test_a_simulated_grading_shows_an_uncoalesced_kernel_beside_the_solution(tmp
     assert yours["sectors_per_load"] == 16.5 and yours["sectors_per_store"] == 32.0
     assert solution["sectors_per_load"] == 2.5 and solution["sectors_per_store"] == 4.0
     assert yours["global_loads_per_fma"] == solution["global_loads_per_fma"] == 2.0
+    assert yours["sectors_by_argument"] == "A load 32, B load 1, C store 32"
+    assert solution["sectors_by_argument"] == "A load 1, B load 4, C store 4"
     feedback = (tmp_path / "out" / "feedback" / "uncoalesced.md").read_text()
-    assert "| yours: gemm_naive_kernel | 16.5 | 32 |" in feedback
+    assert "| yours: gemm_naive_kernel | 16.5 | 32 | A load 32, B load 1, C store 32 |" in feedback

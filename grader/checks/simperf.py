@@ -8,7 +8,7 @@ figure out as a table for the feedback pages and as lines for `--details`:
 
 - global sectors per load (store) request: 32-byte sectors a warp instruction touches,
   4 when 32 lanes read consecutive float32 values, 1 for a broadcast, 32 when every lane
-  reads another row;
+  reads another row; and the same per array argument, which shows the operand at fault;
 - bank conflicts per shared load (store) request: extra passes a shared access needs
   because lanes ask one bank for different words (0 is ideal; a column read with a
   stride of 32 words costs 31);
@@ -36,6 +36,7 @@ LEGEND = ("Ideal: 4 sectors per request where 32 lanes read consecutive float32 
 METRICS = [
     ("sectors_per_load", "global sectors per load request"),
     ("sectors_per_store", "global sectors per store request"),
+    ("sectors_by_argument", "sectors per request by argument"),
     ("conflicts_per_shared_load", "bank conflicts per shared load request"),
     ("conflicts_per_shared_store", "bank conflicts per shared store request"),
     ("global_loads_per_fma", "global loads per multiply-add"),
@@ -47,8 +48,9 @@ COUNT_FIELDS = ("launches", "global_load_requests", "global_load_accesses",
                 "shared_load_conflicts", "shared_store_requests", "shared_store_accesses",
                 "shared_store_conflicts")
 MAX_KERNELS = 8  # rows kept per side (a launcher may launch several kernels)
+MAX_ARRAYS = 8  # array arguments kept per kernel
 
-Counts = dict[str, dict[str, int]]  # kernel name -> memcount.KernelCounts.to_json()
+Counts = dict[str, dict]  # kernel name -> memcount.KernelCounts.to_json()
 
 
 def read_counts(outdir: Path) -> tuple[Counts | None, str]:
@@ -60,7 +62,8 @@ def read_counts(outdir: Path) -> tuple[Counts | None, str]:
         return None, "not counted (the worker stopped before the counted call)"
     try:
         raw = json.loads(path.read_text())["kernels"]
-        counts = {str(name)[:80]: {f: int(c[f]) for f in COUNT_FIELDS}
+        counts = {str(name)[:80]: {**{f: int(c[f]) for f in COUNT_FIELDS},
+                                   "arrays": _arrays(c.get("arrays", {}))}
                   for name, c in list(raw.items())[:MAX_KERNELS]}
     except (ValueError, KeyError, TypeError, AttributeError):
         return None, "not counted (unreadable counts)"
@@ -69,15 +72,34 @@ def read_counts(outdir: Path) -> tuple[Counts | None, str]:
     return counts, ""
 
 
+def _arrays(raw: dict) -> dict[str, list[int]]:
+    """Per-argument counts: name -> [load requests, load sectors, store requests, store
+    sectors]."""
+    return {str(name)[:40]: [int(v) for v in values][:4]
+            for name, values in list(raw.items())[:MAX_ARRAYS] if len(values) == 4}
+
+
+def by_argument(arrays: dict[str, list[int]]) -> str:
+    """'A load 1, B load 4, C store 4': sectors per request of each array argument."""
+    parts = []
+    for name, (load_requests, load_sectors, store_requests, store_sectors) in arrays.items():
+        if load_requests:
+            parts.append(f"{name} load {load_sectors / load_requests:.3g}")
+        if store_requests:
+            parts.append(f"{name} store {store_sectors / store_requests:.3g}")
+    return ", ".join(parts)
+
+
 def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
-def metrics(c: dict[str, int], fmas: int) -> dict[str, float | None]:
+def metrics(c: dict, fmas: int) -> dict[str, float | str | None]:
     """The figures of one kernel's counts; `fmas`: multiply-adds of the counted call."""
     return {
         "sectors_per_load": _ratio(c["global_load_sectors"], c["global_load_requests"]),
         "sectors_per_store": _ratio(c["global_store_sectors"], c["global_store_requests"]),
+        "sectors_by_argument": by_argument(c.get("arrays", {})),
         "conflicts_per_shared_load": _ratio(c["shared_load_conflicts"],
                                             c["shared_load_requests"]),
         "conflicts_per_shared_store": _ratio(c["shared_store_conflicts"],
@@ -126,6 +148,8 @@ def solution_counts(workroot: Path, kernel: str,
 # Presentation (the figure read back from a result: tolerate anything) -----------------
 
 def _number(value: object) -> str:
+    if isinstance(value, str):
+        return value[:200] or "–"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "–"
     return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"

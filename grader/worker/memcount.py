@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter as _Tally
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -75,8 +75,11 @@ class KernelCounts:
     shared_store_requests: int = 0
     shared_store_accesses: int = 0
     shared_store_conflicts: int = 0
+    # Per array argument, by the kernel's parameter name: [load requests, load sectors,
+    # store requests, store sectors] (which operand is read uncoalesced).
+    arrays: dict[str, list[int]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict:
         return asdict(self)
 
 
@@ -109,6 +112,7 @@ class Counter:
         # Each argument's (buffer start, offset): the wrappers a launch gets live as long
         # as it does, and are hashed by identity.
         self._layouts: dict[Any, tuple[int, int]] = {}
+        self._arrays: dict[int, str] = {}  # this launch's buffer starts -> parameter names
         self._block_thread: type = type(None)
 
     def bind(self, block_thread: type) -> None:
@@ -122,9 +126,12 @@ class Counter:
 
     # launches and blocks -------------------------------------------------------------
 
-    def begin_launch(self, name: str) -> None:
+    def begin_launch(self, name: str, arrays: dict[int, str] | None = None) -> None:
+        """A kernel launch begins; `arrays`: buffer start -> parameter name of its array
+        arguments."""
         self._current = self.kernels.setdefault(name, KernelCounts())
         self._current.launches += 1
+        self._arrays = arrays or {}
 
     def end_launch(self) -> None:
         self.end_block()
@@ -140,14 +147,20 @@ class Counter:
             return
         for key, lanes in groups.items():
             kind, n = key[0][0], len(lanes)
+            if kind in (GLOBAL_LOAD, GLOBAL_STORE):
+                sectors = len(set(lanes.values()))
+                name = self._arrays.get(key[0][1], "other")
+                per_array = totals.arrays.setdefault(name, [0, 0, 0, 0])
+                per_array[2 * (kind == GLOBAL_STORE)] += 1
+                per_array[2 * (kind == GLOBAL_STORE) + 1] += sectors
             if kind == GLOBAL_LOAD:
                 totals.global_load_requests += 1
                 totals.global_load_accesses += n
-                totals.global_load_sectors += len(set(lanes.values()))
+                totals.global_load_sectors += sectors
             elif kind == GLOBAL_STORE:
                 totals.global_store_requests += 1
                 totals.global_store_accesses += n
-                totals.global_store_sectors += len(set(lanes.values()))
+                totals.global_store_sectors += sectors
             elif kind == SHARED_LOAD:
                 totals.shared_load_requests += 1
                 totals.shared_load_accesses += n
@@ -215,12 +228,24 @@ def hooks(counter: Counter) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, replacement given the original) that tell `counter` where
     launches and blocks begin and end, for simcheck.instrument to install."""
     from numba.cuda.simulator import kernel
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    def array_names(fn: Any, args: tuple) -> dict[int, str]:
+        code = getattr(fn, "__code__", None)
+        names = code.co_varnames[:code.co_argcount] if code is not None else ()
+        found = {}
+        for n, arg in enumerate(args):
+            ary = arg._ary if isinstance(arg, FakeCUDAArray) else arg
+            if isinstance(ary, np.ndarray):
+                found.setdefault(_layout(ary)[0], names[n] if n < len(names) else f"arg{n}")
+        return found
 
     def kernel_call(original: Any) -> Any:
         def call(self: Any, *args: Any) -> Any:
             if self._device or kernel._kernel_context:  # a device function
                 return original(self, *args)
-            counter.begin_launch(str(getattr(self.fn, "__name__", "kernel")))
+            counter.begin_launch(str(getattr(self.fn, "__name__", "kernel")),
+                                 array_names(self.fn, args))
             try:
                 return original(self, *args)
             finally:
