@@ -20,7 +20,8 @@ KIT_ROOT = Path(__file__).resolve().parents[1]
 PART_OF_FILE = {
     "test_gemm_kernels.py": "gemm", "test_gemm_reference.py": "gemm",
     "test_gemm_checks.py": "gemm", "test_simcheck.py": "gemm", "test_cheats.py": "gemm",
-    "test_sanitizer.py": "gemm", "test_fastlaunch.py": "gemm",
+    "test_sanitizer.py": "gemm", "test_fastlaunch.py": "gemm", "test_memcount.py": "gemm",
+    "test_simperf.py": "gemm",
     "test_network.py": "net", "test_net_solution.py": "net", "test_mnist.py": "net",
     "test_train_cli.py": "net", "test_paper.py": "net", "test_paper_bench.py": "net",
     "test_leapfrog.py": "net",

@@ -46,9 +46,14 @@ def derived(secret: int, *labels: str | int) -> int:
     return int.from_bytes(digest[:8], "little") >> 2
 
 
-def job_inputs(cases: list[GemmCase], perf: list[GemmCase], secret: int) -> dict[str, np.ndarray]:
-    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C` and `perf-N/...`."""
+def job_inputs(cases: list[GemmCase], perf: list[GemmCase], secret: int,
+               profile: GemmCase | None = None) -> dict[str, np.ndarray]:
+    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C`, `perf-N/...` and
+    `profile/...`."""
     arrays = {}
+    if profile is not None:
+        ops = build_operands(profile, secret)
+        arrays.update({"profile/A": ops.A_buf, "profile/B": ops.B_buf, "profile/C": ops.C_buf})
     for prefix, group in (("case", cases), ("perf", perf)):
         for n, case in enumerate(group):
             ops = build_operands(case, secret)
@@ -110,6 +115,28 @@ GPU_SHAPES = SIMULATOR_SHAPES + SIMULATOR_LONG_K["naive"] + [
 
 # Performance: CME 213's two grading products and a square one, alpha = 2, beta = 5.
 PERF_SHAPES = [(800, 1000, 784), (800, 10, 1000), (2048, 2048, 2048)]
+
+
+# The call whose memory traffic is counted in the simulator (grader/worker/memcount.py),
+# per kernel: sizes that are multiples of the solution's tiles (no partial tile's edge
+# threads), M and N at least 32 (a warp along either dimension is whole, however the
+# kernel maps threads), as small as shows the kernel's steady pattern: counting triples
+# the cost of a simulated launch. Plain row-major operands, alpha = 1, beta = 0.
+PROFILE_SHAPES = {
+    "naive": (32, 32, 16),  # 4 blocks of 32x8 threads
+    "shared": (32, 32, 32),  # 1 block of 32x32 threads, 1 step along K
+    "register": (64, 64, 16),  # 4 blocks of 64 threads (16x64 tiles), 4 steps
+    "hierarchical": (64, 64, 16),  # 1 block of 256 threads (64x64 tile), 2 steps
+}
+
+
+def profile_case(kernel: str) -> GemmCase | None:
+    """The counted case of `kernel`, or None for a kernel with none."""
+    shape = PROFILE_SHAPES.get(kernel)
+    if shape is None:
+        return None
+    M, N, K = shape
+    return GemmCase(M, N, K, 1.0, 0.0, seed=700)
 
 
 REPLAY_AFTER = 1  # the 17x5x3 case is called a second time, in its own buffers

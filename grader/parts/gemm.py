@@ -13,9 +13,10 @@ from grader.cases.gemm import (
     derived,
     job_inputs,
     perf_cases,
+    profile_case,
     replayed_cases,
 )
-from grader.checks import anticheat
+from grader.checks import anticheat, simperf
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import gpus, sanitizer
 from grader.isolation.runner import copy_submission, run_worker, stopping
@@ -43,11 +44,13 @@ class Reference:
 
 
 def _job(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
-         config: Config, replay: list[int] = ()) -> dict:
+         config: Config, replay: list[int] = (), profile: GemmCase | None = None) -> dict:
     """The job a worker gets: case descriptions (no values: those come as its inputs),
-    which cases it replays and the seed of its timed calls' factors."""
+    which cases it replays, the seed of its timed calls' factors and the call whose
+    memory traffic it counts (simulator only)."""
     module, function = KERNELS[kernel] if kernel != CUBLAS else (CUBLAS, None)
     return {
+        "profile": profile.to_json() if profile is not None else None,
         "submission": str(submission) if submission else None,
         "module": module,
         "function": function,
@@ -126,9 +129,10 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     workdir = workroot / kernel
     copy = fresh_copy(workdir, submission)
     replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
-    job = _job(copy, kernel, cases, [], config, replay)
+    profile = None if on_gpu else profile_case(kernel)
+    job = _job(copy, kernel, cases, [], config, replay, profile)
     run = run_worker(job, workdir, _limit(config, on_gpu), on_gpu,
-                     inputs=job_inputs(cases, [], config.secret))
+                     inputs=job_inputs(cases, [], config.secret, profile))
     stopped = run.stop_reason(_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
@@ -159,6 +163,8 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     figures = {"worker_seconds": round(run.seconds, 2)}
     # What zeroes the item whatever its cases gave, partial credit included.
     integrity = stopped_by_guard or None
+    if profile is not None and not load_error.exists():
+        figures[simperf.KEY] = memory_traffic(kernel, profile, run.outdir, workroot, config)
     if called or (written and config.static_scan_fails):
         correct = False
         found = anticheat.summary(called or written)
@@ -300,6 +306,25 @@ def _timed_run(kernels: list[str], submission: Path, workdir: Path, config: Conf
     with gpus.exclusive():
         return run_worker(job, workdir, _limit(config, on_gpu) * len(kernels), on_gpu,
                           inputs=job_inputs([], perf, config.secret))
+
+
+def memory_traffic(kernel: str, profile: GemmCase, outdir: Path, workroot: Path,
+                   config: Config) -> dict:
+    """The feedback figure of the kernel's counted call, beside the solution's (the
+    solution counted once per grading run, in a worker of its own)."""
+    def measure() -> tuple[simperf.Counts | None, str]:
+        if not NAMED["solution"].is_dir():
+            return None, "the solution is not part of this kit"
+        workdir = workroot / "reference-sim" / kernel
+        source = copy_submission(NAMED["solution"], workdir / "submission")
+        run = run_worker(_job(source, kernel, [], [], config, profile=profile), workdir,
+                         config.seconds_simulator, False,
+                         inputs=job_inputs([], [], config.secret, profile))
+        return simperf.read_counts(run.outdir)
+
+    solution = simperf.solution_counts(workroot, kernel, measure)
+    return simperf.figure(profile.label(), profile.M * profile.N * profile.K,
+                          simperf.read_counts(outdir), solution)
 
 
 def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Config,

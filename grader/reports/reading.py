@@ -129,14 +129,19 @@ def case_name(check: dict, n: int) -> str:
 # Figures and long messages, as every report shows them
 
 
+# Figures with a block of their own in the feedback (grader/checks/simperf.py's table).
+OWN_BLOCK_KEYS = frozenset({"memory_traffic"})
+
+
 def figure_scalars(figures: dict) -> list[tuple[str, str]]:
     return [(label(k), format_value(str(k), v)) for k, v in figures.items()
-            if not isinstance(v, dict) and k not in NORM_KEYS]
+            if not isinstance(v, dict) and k not in NORM_KEYS and k not in OWN_BLOCK_KEYS]
 
 
 def figure_table(figures: dict) -> tuple[list[str], list[list[str]]] | None:
     """Figures that are dicts of values (per parameter, say) as one table, or None."""
-    keys = [k for k, v in figures.items() if isinstance(v, dict) and v]
+    keys = [k for k, v in figures.items()
+            if isinstance(v, dict) and v and k not in OWN_BLOCK_KEYS]
     if not keys:
         return None
     rows_keys: list[str] = []

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from grader import safe_io
+from grader.checks import simperf
 from grader.results import NOT_GRADED, SubmissionResult
 
 # File names the reports use for themselves, in the output folder and in feedback/.
@@ -161,6 +162,8 @@ def details(results: list[SubmissionResult]) -> str:
                     f"{check['time_over_solution']:.2f}x the solution's time")
                 lines.append(f"    {mark} {safe_io.one_line(check.get('case', ''), 120)}: "
                              f"{safe_io.clean_text(text, 2000)}")
+            lines += ["    " + safe_io.one_line(line, 600)
+                      for line in simperf.text_lines(it.figures.get(simperf.KEY))]
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ check messages are listed whole below their table.
 
 from __future__ import annotations
 
+from grader.checks import simperf
 from grader.reports.plots import Plot
 from grader.reports.reading import (
     check_columns,
@@ -55,7 +56,19 @@ def _item(n: int, item: dict, plots: list[Plot]) -> dict:
             set(range(1, len(table[0])))),
         "images": [(p.path.name, p.caption) for p in plots],
         "checks": _checks(item),
+        "memory_traffic": _memory_traffic(item["figures"].get(simperf.KEY)),
     }
+
+
+def _memory_traffic(value: object) -> dict | None:
+    """The simulator's memory-traffic counts beside the solution's (feedback only)."""
+    laid = simperf.table(value)
+    if laid is None:
+        return None
+    headers, rows, notes = laid
+    return {"table": Table(headers, [[shorten(c) for c in r] for r in rows],
+                           set(range(1, len(headers)))),
+            "notes": notes}
 
 
 def feedback_view(result: dict, plots: list[list[Plot]], rel: str) -> dict:

@@ -14,6 +14,7 @@ writes back.
     layout     where a GEMM case's operands sit in memory
     gemm, net, mpi   the three parts' jobs
     simcheck   race and index checker for the CUDA simulator
+    memcount   memory traffic of simulated kernels (sectors, bank conflicts), via simcheck
 """
 
 CUBLAS = "cublas"  # the module name that selects cuBLAS instead of a submission

@@ -5,7 +5,8 @@ of the submission's own kernels the call launched, and, for the cases the grader
 to replay, the buffers as the replay of those launches left them (grader/worker/
 launches.py). Timed cases write `perf-N.json` (seconds per call, own launches per call)
 and `perf-N.npz` (C after the last timed call, samples of C after every call, and an
-extra untimed call with its replay).
+extra untimed call with its replay). In the simulator, a job may name one more case,
+`profile`, called once with its memory traffic counted: `profile.json` (or `profile.err`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from nnkit.backend import copy_into, synchronize, to_device, to_host
 from nnkit.gemm import cublas_gemm, gemm
 from nnkit.submission import load_function
 from nnkit.timing import spin_up, time_calls
+
+PROFILE_FILE = "profile.json"  # the counts of the profiled call (simulator only)
+PROFILE_ERROR = "profile.err"
 
 
 def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
@@ -86,6 +90,13 @@ def run(ctx: Context) -> None:
             mark("case-0")  # the first call compiles the kernels
 
     mark("cases")
+    if job.get("profile") and not ctx.on_gpu:
+        try:
+            _profile_case(ctx, launch, GemmCase.from_json(job["profile"]))
+        except BaseException as err:  # noqa: BLE001
+            save_error(out / PROFILE_ERROR, err, submission)
+        mark("counted-call")
+
     perf = job.get("perf", [])
     if perf:
         library_traps = ctx.extra.get("traps")
@@ -190,6 +201,23 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
              **save_launches(record, replayed))
     (out / f"{prefix}perf-{n}.json").write_text(json.dumps(
         {"host": timings.host, "device": timings.device, "launches": launches}))
+
+
+def _profile_case(ctx: Context, launch, case: GemmCase) -> None:
+    """One more call, in the simulator, with the kernels' memory traffic counted
+    (grader/worker/memcount.py): `profile.json`, for feedback only."""
+    from grader.worker import memcount, simcheck
+
+    ops = operands(ctx, "profile", case)
+    bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
+    A, B, C = ops.views(bufs)
+    counter = memcount.Counter()
+    with simcheck.instrument(counter=counter):
+        gemm(launch, A, B, C, case.alpha, case.beta, trans_a=case.trans_a,
+             trans_b=case.trans_b)
+        synchronize()
+    ctx.snapshot.check()
+    (ctx.out / PROFILE_FILE).write_text(json.dumps({"kernels": counter.to_json()}))
 
 
 def simulator_watch(on_gpu: bool):

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.worker import memcount
 from nnkit import backend
 
 RAW = "read-after-write"
@@ -112,6 +113,7 @@ class Findings(list[Finding]):
 
 # Set while instrument() is active; the hooks below read them.
 _findings: Findings | None = None
+_counter: memcount.Counter | None = None  # counting memory traffic too (optional)
 _BlockThread: type = type(None)  # the simulator's thread class, once instrument() ran
 _SIM_DIR = ""  # the simulator's source folder: frames there are not the kernel's
 # Simulated threads inside one of the simulator's atomics. Kept here, not on the thread
@@ -290,6 +292,9 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
         value = None if value is None else value.view(np.ndarray)
     else:
         flats = (int(ids),)
+    counter = _counter
+    if counter is not None and len(flats) == 1:  # one element: one lane's access
+        counter.shared_access(shadow, flats[0], alloc.itemsize, write)
     for flat in flats:
         conflict = shadow.access(flat, thread, write, atomic)
         if conflict is not None:
@@ -361,6 +366,9 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
         def getitem(self, idx):
             if _has_negative(idx):
                 _report_negative("argument", self, self._item._ary, idx)
+            counter = _counter
+            if counter is not None:
+                counter.global_access(self, idx, False)
             return original(self, idx)
         return getitem
 
@@ -368,6 +376,9 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
         def setitem(self, idx, value):
             if _has_negative(idx):
                 _report_negative("argument", self, self._item._ary, idx)
+            counter = _counter
+            if counter is not None:
+                counter.global_access(self, idx, True)
             original(self, idx, value)
         return setitem
 
@@ -400,13 +411,15 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
 
 
 @contextmanager
-def instrument(max_findings: int = MAX_FINDINGS) -> Iterator[Findings]:
+def instrument(max_findings: int = MAX_FINDINGS,
+               counter: memcount.Counter | None = None) -> Iterator[Findings]:
     """Check every kernel launched in the with-block; yields the list the findings go to.
+    With a `counter`, the launches' memory traffic is counted into it too (memcount).
 
     Only in the CUDA simulator (raises SimcheckError on a GPU). Results of kernels are
     unchanged; the simulator is restored when the block ends.
     """
-    global _findings
+    global _findings, _counter
     if backend.select().on_gpu:
         raise SimcheckError("simcheck watches the CUDA simulator; kernels here run on a GPU "
                             "(set NNKIT_DEVICE=sim to check them)")
@@ -415,15 +428,19 @@ def instrument(max_findings: int = MAX_FINDINGS) -> Iterator[Findings]:
     findings = Findings(max_findings)
     originals = []
     try:
-        for owner, name, wrap in _hooks():
+        hooks = _hooks()
+        if counter is not None:
+            counter.bind(_BlockThread)
+            hooks += memcount.hooks(counter)
+        for owner, name, wrap in hooks:
             original = owner.__dict__[name]
             originals.append((owner, name, original))
             setattr(owner, name, wrap(original))
         _BlockThread._simcheck_epoch = 0
-        _findings = findings
+        _findings, _counter = findings, counter
         yield findings
     finally:
-        _findings = None
+        _findings = _counter = None
         for owner, name, original in reversed(originals):
             setattr(owner, name, original)
         _in_atomic.clear()
