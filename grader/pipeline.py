@@ -24,6 +24,7 @@ from grader.cases import mpi_combined
 from grader.cases import net as net_cases
 from grader.isolation import gpus, runner
 from grader.parts import gemm as gemm_part
+from grader.parts import gemm_speed
 from grader.parts import mpi as mpi_part
 from grader.parts import mpi_combined as mpi_combined_part
 from grader.parts import net as net_part
@@ -135,13 +136,13 @@ def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Pat
     if "gemm" in parts and refs["gemm"] and kernels:
         # On a GPU: the correctness tasks first, then one timed task for the kernels
         # that passed (waiting for their verdicts, the GPU to itself while it times).
-        verdicts = gemm_part.Verdicts(kernels)
+        verdicts = gemm_speed.Verdicts(kernels)
         for k in kernels:
             found.append(Task(f"gemm {k}", [f"gemm.{k}.correctness"],
                               partial(grade_kernel, k, folder, workroot, config, on_gpu,
                                       None, verdicts)))
         found.append(Task("gemm speed", [f"gemm.{k}.performance" for k in kernels],
-                          partial(gemm_part.grade_speed, kernels, folder, workroot, config,
+                          partial(gemm_speed.grade_speed, kernels, folder, workroot, config,
                                   refs["gemm"], verdicts, slots), holds_gpu=False))
     elif "gemm" in parts:
         for k in kernels:
@@ -168,7 +169,7 @@ def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Pat
 
 def grade_kernel(kernel: str, folder: Path, workroot: Path, config: Config, on_gpu: bool,
                  per_gpu: dict[str, gemm_part.Reference] | None,
-                 verdicts: gemm_part.Verdicts | None = None) -> list[ItemResult]:
+                 verdicts: gemm_speed.Verdicts | None = None) -> list[ItemResult]:
     """gemm_part.grade_kernel against the references of the GPU this thread holds."""
     return gemm_part.grade_kernel(kernel, folder, workroot, config, on_gpu,
                                   gpus.for_current(per_gpu), verdicts)

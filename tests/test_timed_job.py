@@ -12,6 +12,7 @@ import pytest
 
 from grader.cases.gemm import GemmCase
 from grader.parts import gemm as gemm_part
+from grader.parts import gemm_speed
 from grader.results import FAIL, PASS
 from grader.scoring import load_config
 from nnkit.submission import NAMED
@@ -24,16 +25,16 @@ KERNELS = ["naive", "shared"]
 
 @pytest.fixture
 def speed(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_part, "perf_cases", lambda: SMALL)
+    monkeypatch.setattr(gemm_speed, "perf_cases", lambda: SMALL)
     config = replace(load_config(), repeats=2, warmup=0, secret=7)
     # Any positive reference: the items' figures are ratios to it.
     reference = gemm_part.Reference({k: [1.0] for k in [*KERNELS, "cublas"]})
 
     def run(submission, passed):
-        verdicts = gemm_part.Verdicts(KERNELS)
+        verdicts = gemm_speed.Verdicts(KERNELS)
         for kernel in KERNELS:
             verdicts.record(kernel, kernel in passed)
-        items = gemm_part.grade_speed(KERNELS, submission, tmp_path / "work", config,
+        items = gemm_speed.grade_speed(KERNELS, submission, tmp_path / "work", config,
                                       {"0": reference}, verdicts, None, on_gpu=False)
         return {i.id: i for i in items}, tmp_path / "work"
 
@@ -95,7 +96,7 @@ def test_every_kernel_keeps_its_place_in_the_report():
 
 
 def test_verdicts_of_a_task_that_crashed_count_as_failed(monkeypatch):
-    verdicts = gemm_part.Verdicts(["naive"])
+    verdicts = gemm_speed.Verdicts(["naive"])
 
     def boom(*args):
         raise RuntimeError("grader bug")

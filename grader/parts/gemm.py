@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.cases.gemm import (
     GemmCase,
@@ -18,9 +17,9 @@ from grader.cases.gemm import (
 )
 from grader.checks import anticheat, simperf
 from grader.checks.gemm import check_case, check_perf, error_text
-from grader.isolation import gpus, sanitizer
-from grader.isolation.runner import copy_submission, run_worker, stopping
-from grader.parts.common import all_or_nothing, failure_message, fresh_copy, graded_item
+from grader.isolation import sanitizer
+from grader.isolation.runner import copy_submission, run_worker
+from grader.parts.common import failure_message, fresh_copy, graded_item
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
@@ -28,6 +27,9 @@ from grader.worker import CUBLAS, guard
 from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
+
+if TYPE_CHECKING:
+    from grader.parts.gemm_speed import Verdicts
 
 NO_REFERENCE = "not graded: the solution's kernels were not timed in this run"
 
@@ -43,7 +45,7 @@ class Reference:
     seconds: dict[str, list[float]]
 
 
-def _job(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
+def job_spec(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
          config: Config, replay: list[int] = (), profile: GemmCase | None = None) -> dict:
     """The job a worker gets: case descriptions (no values: those come as its inputs),
     which cases it replays, the seed of its timed calls' factors and the call whose
@@ -67,7 +69,7 @@ def perf_seed(config: Config, kernel: str) -> int:
     return derived(config.secret, "perf", kernel) % (2**31)
 
 
-def _limit(config: Config, on_gpu: bool) -> float:
+def time_limit(config: Config, on_gpu: bool) -> float:
     return config.seconds_gpu if on_gpu else config.seconds_simulator
 
 
@@ -95,8 +97,8 @@ def measure_reference(config: Config, workroot: Path) -> Reference:
 def _reference_seconds(kernel: str, config: Config, workdir: Path) -> list[float]:
     source = None if kernel == CUBLAS else copy_submission(NAMED["solution"],
                                                            workdir / "submission")
-    job = _job(source, kernel, [], perf_cases(), config)
-    run = run_worker(job, workdir, _limit(config, True), on_gpu=True,
+    job = job_spec(source, kernel, [], perf_cases(), config)
+    run = run_worker(job, workdir, time_limit(config, True), on_gpu=True,
                      inputs=job_inputs([], perf_cases(), config.secret))
     outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu),
                            config.secret, job["perf_seed"], own_code=kernel != CUBLAS)
@@ -130,10 +132,10 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     copy = fresh_copy(workdir, submission)
     replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
     profile = None if on_gpu else profile_case(kernel)
-    job = _job(copy, kernel, cases, [], config, replay, profile)
-    run = run_worker(job, workdir, _limit(config, on_gpu), on_gpu,
+    job = job_spec(copy, kernel, cases, [], config, replay, profile)
+    run = run_worker(job, workdir, time_limit(config, on_gpu), on_gpu,
                      inputs=job_inputs(cases, [], config.secret, profile))
-    stopped = run.stop_reason(_limit(config, on_gpu))
+    stopped = run.stop_reason(time_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
         stopped = "could not load the module: " + error_text(load_error)
@@ -203,111 +205,6 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
                                           on_gpu=on_gpu)]
 
 
-class Verdicts:
-    """The correctness verdicts of one submission's kernels, handed from their tasks to
-    the submission's timed task, which times only the kernels that passed."""
-
-    def __init__(self, kernels: list[str]) -> None:
-        self.kernels = list(kernels)
-        self._got: dict[str, tuple[bool, list]] = {}
-        self._cond = threading.Condition()
-
-    def record(self, kernel: str, correct: bool, written: list | None = None) -> None:
-        with self._cond:
-            self._got.setdefault(kernel, (correct, list(written or [])))
-            self._cond.notify_all()
-
-    def wait(self) -> dict[str, tuple[bool, list]] | None:
-        """Every kernel's (correct, library products written in its source), or None
-        when the grading run is being stopped."""
-        with self._cond:
-            while len(self._got) < len(self.kernels):
-                if stopping():
-                    return None
-                self._cond.wait(timeout=0.5)
-            return dict(self._got)
-
-
-def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Config,
-                per_gpu: dict[str, Reference] | None, verdicts: Verdicts,
-                slots: gpus.GpuSlots | None, on_gpu: bool = True) -> list[ItemResult]:
-    """The performance items of a submission's kernels (GPU): once their correctness is
-    known, the kernels that passed are timed one after the other in one fresh worker
-    that has the GPU to itself. A library product called during the timed calls costs
-    the kernel its correctness item too (returned here, replacing the first)."""
-    got = verdicts.wait()
-    if got is None:
-        return []
-    timed = [k for k in kernels if got[k][0]]
-    outdir, run, reference = None, None, None
-    if not per_gpu:
-        return [performance_item(k, got[k][0], None, [], config, None) for k in kernels]
-    # Held to the end: the checks below (float64 products of the timed shapes) must not
-    # run beside another submission's timed job, which they would slow down.
-    with slots.hold() if slots else nullcontext():
-            reference = gpus.for_current(per_gpu)  # the GPU the timed job runs on
-            if timed:
-                run = _timed_run(timed, submission, workroot / "timed", config, on_gpu)
-                outdir = run.outdir
-                missing = [k for k in timed if not _any_perf_file(outdir, k)]
-                if len(timed) > 1 and missing and run.returncode not in (0, None):
-                    # The job died before these kernels: each again, alone, so that one
-                    # kernel's crash never costs the others their timing.
-                    for k in missing:
-                        alone = _timed_run([k], submission, workroot / f"timed-{k}", config,
-                                           on_gpu)
-                        _adopt(alone.outdir, outdir, k)
-            return _speed_items(kernels, got, outdir, run, config, reference)
-
-
-def _speed_items(kernels: list[str], got: dict, outdir: Path | None, run, config: Config,
-                 reference: Reference | None) -> list[ItemResult]:
-    items = []
-    early = anticheat.read_hits(outdir) if outdir else []  # while the modules loaded
-    for kernel in kernels:
-        correct, written = got[kernel]
-        if outdir is not None and correct:
-            called = early + anticheat.read_hits(outdir, f"{kernel}-{anticheat.RECORD}")
-            if called:
-                correct = False
-                item_id = f"gemm.{kernel}.correctness"
-                items.append(all_or_nothing(
-                    item_id, config, False, "uses a library matrix product where the GEMM "
-                    f"must be hand-written (in the timed calls): {anticheat.summary(called)}",
-                    figures={"library_products": {
-                        "called": [f.describe() for f in called],
-                        "in_source": [f.describe() for f in written]}}))
-        items.append(performance_item(kernel, correct, run, perf_cases(), config, reference,
-                                      prefix=f"{kernel}-"))
-    return items
-
-
-def _any_perf_file(outdir: Path, kernel: str) -> bool:
-    return any((outdir / f"{kernel}-{name}").exists()
-               for name in ("load.err", "perf-0.json", "perf-0.err"))
-
-
-def _adopt(source: Path, dest: Path, kernel: str) -> None:
-    """Move one kernel's files of a job of its own into the first job's results."""
-    for path in source.glob(f"{kernel}-*"):
-        path.replace(dest / path.name)
-
-
-def _timed_run(kernels: list[str], submission: Path, workdir: Path, config: Config,
-               on_gpu: bool = True):
-    """The timed cases of `kernels`, in a fresh worker with the GPU to itself (on_gpu
-    False: in the simulator, for the tests)."""
-    copy = fresh_copy(workdir, submission)
-    perf = perf_cases()
-    job = _job(copy, kernels[0], [], perf, config)
-    del job["module"], job["function"], job["perf_seed"]
-    job["timed"] = [{"kernel": k, "module": KERNELS[k][0], "function": KERNELS[k][1],
-                     "perf_seed": perf_seed(config, k)} for k in kernels]
-    with gpus.exclusive():
-        return run_worker(job, workdir, _limit(config, on_gpu) * len(kernels), on_gpu,
-                          inputs=job_inputs([], perf, config.secret))
-
-
 def memory_traffic(kernel: str, profile: GemmCase, outdir: Path, workroot: Path,
                    config: Config) -> dict:
     """The feedback figure of the kernel's counted call, beside the solution's (the
@@ -317,7 +214,7 @@ def memory_traffic(kernel: str, profile: GemmCase, outdir: Path, workroot: Path,
             return None, "the solution is not part of this kit"
         workdir = workroot / "reference-sim" / kernel
         source = copy_submission(NAMED["solution"], workdir / "submission")
-        run = run_worker(_job(source, kernel, [], [], config, profile=profile), workdir,
+        run = run_worker(job_spec(source, kernel, [], [], config, profile=profile), workdir,
                          config.seconds_simulator, False,
                          inputs=job_inputs([], [], config.secret, profile))
         return simperf.read_counts(run.outdir)
@@ -339,7 +236,7 @@ def sanitizer_reports(kernel: str, submission: Path, workroot: Path, config: Con
     for tool in config.sanitizer_tools:
         workdir = workroot / f"{kernel}-{tool}"
         copy = fresh_copy(workdir, submission)
-        run = run_worker(_job(copy, kernel, sanitizer.cases(), [], config), workdir,
+        run = run_worker(job_spec(copy, kernel, sanitizer.cases(), [], config), workdir,
                          config.seconds_sanitizer, on_gpu,
                          launcher=sanitizer.launcher(executable, tool),
                          inputs=job_inputs(sanitizer.cases(), [], config.secret))
