@@ -15,7 +15,7 @@ from grader.checks import anticheat
 from grader.isolation import gpus
 from grader.isolation.runner import run_worker, stopping
 from grader.parts.common import all_or_nothing, fresh_copy
-from grader.parts.gemm import Reference, job_spec, time_limit, perf_seed, performance_item
+from grader.parts.gemm import Reference, job_spec, perf_seed, performance_item, time_limit
 from grader.results import ItemResult
 from grader.scoring import Config
 from nnkit.gemm import KERNELS
