@@ -141,3 +141,43 @@ def test_exclusive_without_a_shared_pool_changes_nothing():
     slots = gpus.GpuSlots(["4"])  # one task per GPU: the GPU is the task's alone already
     with slots.hold() as gpu, gpus.exclusive():
         assert gpus.current() == gpu == "4"
+
+
+def test_timed_jobs_go_through_in_batches():
+    """With 4 tasks to a GPU, one timed job waiting lets shared tasks in (the GPU stays
+    busy), two waiting stop them: the timed jobs then run back to back."""
+    slots = gpus.GpuSlots(["0"], per_gpu=4)
+    release = threading.Event()
+    entered: list[str] = []
+
+    def shared_task(name):
+        with slots.hold():
+            entered.append(name)
+            release.wait(5)
+
+    def timed_task(name):
+        with slots.hold(), gpus.exclusive():
+            entered.append(name)
+
+    first = threading.Thread(target=shared_task, args=("s1",))
+    first.start()
+    while "s1" not in entered:
+        time.sleep(0.001)
+    t1 = threading.Thread(target=timed_task, args=("t1",))
+    t1.start()
+    time.sleep(0.05)
+    second = threading.Thread(target=shared_task, args=("s2",))
+    second.start()
+    time.sleep(0.05)
+    assert entered == ["s1", "s2"]  # one timed job waiting: shared tasks still enter
+    t2 = threading.Thread(target=timed_task, args=("t2",))
+    t2.start()
+    time.sleep(0.05)
+    third = threading.Thread(target=shared_task, args=("s3",))
+    third.start()
+    time.sleep(0.05)
+    assert entered == ["s1", "s2"]  # two waiting: their turn, no new shared task
+    release.set()
+    for thread in (first, t1, second, t2, third):
+        thread.join(5)
+    assert entered[2:4] in (["t1", "t2"], ["t2", "t1"]) and entered[4] == "s3"

@@ -45,22 +45,25 @@ def local_share(ids: list[str], local_rank: int, local_size: int) -> list[str]:
 
 class _Gate:
     """A readers-writer lock for one GPU: shared holders (at most `limit`) or one
-    exclusive holder; a waiting exclusive holder goes before new shared ones, so a timed
-    job waits for at most the jobs already running."""
+    exclusive holder. Exclusive holders go before new shared ones once `batch` of them
+    wait (or when no shared holder is left): each turn costs the GPU the time its running
+    jobs take to end, so timed jobs are let through several at a time."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        self.batch = max(1, limit // 2)
         self.shared = 0
         self.exclusive = False
         self.waiting = 0  # exclusive holders waiting
+        self.turn = False  # the waiting exclusive holders' turn: shared ones wait
         self.cond = threading.Condition()
 
     def load(self) -> int:
-        return self.shared + self.waiting + (self.limit if self.exclusive else 0)
+        return self.shared + self.waiting + (self.limit if self.exclusive or self.turn else 0)
 
     def acquire_shared(self) -> None:
         with self.cond:
-            self.cond.wait_for(lambda: not self.exclusive and not self.waiting
+            self.cond.wait_for(lambda: not self.exclusive and not self.turn
                                and self.shared < self.limit)
             self.shared += 1
 
@@ -72,6 +75,8 @@ class _Gate:
     def acquire_exclusive(self) -> None:
         with self.cond:
             self.waiting += 1
+            if self.waiting >= self.batch:
+                self.turn = True
             self.cond.wait_for(lambda: not self.exclusive and self.shared == 0)
             self.waiting -= 1
             self.exclusive = True
@@ -79,6 +84,8 @@ class _Gate:
     def release_exclusive(self) -> None:
         with self.cond:
             self.exclusive = False
+            if not self.waiting:
+                self.turn = False  # the batch is through: shared holders again
             self.cond.notify_all()
 
 
