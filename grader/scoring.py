@@ -37,6 +37,7 @@ class Config:
     sanitizer_findings_fail: bool = False  # does a compute-sanitizer finding fail the item?
     sanitizer_path: str = ""  # the executable; "" = look on PATH and in /usr/local/cuda
     seconds_sanitizer: float = 900.0
+    net_full_at: float = 1.2  # full_at of Part 2's speed item ([performance] net_full_at)
     bonus: bool = False  # are the bonus kernels (nnkit.gemm.BONUS_KERNELS) graded?
     seconds_mpi: float = 90.0  # one MPI job of Part 3 ([mpi] seconds)
     mpiexec: str = ""  # "": beside the grading interpreter, else on the PATH
@@ -69,6 +70,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             items=raw["items"],
             full_at=float(perf["full_at"]),
             zero_at=float(perf["zero_at"]),
+            net_full_at=float(perf.get("net_full_at", perf["full_at"])),
             repeats=int(perf["repeats"]),
             warmup=int(perf["warmup"]),
             seconds_gpu=float(limits["seconds_gpu"]),
@@ -90,8 +92,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         raise ConfigError(f"{path}: {type(err).__name__}: {err}") from None
     if config.policy not in ("enforce", "strict", "report"):
         raise ConfigError(f'{path}: [anticheat] policy: expected "enforce", "strict" or "report"')
-    if not 0 < config.full_at < config.zero_at:
-        raise ConfigError(f"{path}: need 0 < full_at < zero_at")
+    if not 0 < config.full_at < config.zero_at or not 0 < config.net_full_at < config.zero_at:
+        raise ConfigError(f"{path}: need 0 < full_at, net_full_at < zero_at")
     unknown = [t for t in config.sanitizer_tools if t not in sanitizer.TOOLS]
     if unknown:
         raise ConfigError(f"{path}: [checks] gpu_sanitizer: unknown tool(s) {unknown}; "

@@ -378,7 +378,7 @@ def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
     if timed.seconds is None:
         return ItemResult(item_id, title, max_points, 0.0, FAIL, timed.message)
     ratio = timed.seconds / solution_seconds
-    share = speed_share(ratio, config.full_at, config.zero_at)
+    share = speed_share(ratio, config.net_full_at, config.zero_at)
     status = PASS if share == 1.0 else (FAIL if share == 0.0 else PARTIAL)
     mode = reference.plan.modes[SPEED_MODE]
     sizes = [reference.data.features, *mode["hidden"], 10]

@@ -34,7 +34,7 @@ _LINE = re.compile(r"\b(?P<module>[a-z0-9_]+)\.py(?:\"?, line |:)(?P<line>\d+)")
 
 def path_stripper(roots: list[Path]) -> Callable[[str], str]:
     """A function that rewrites every path under one of `roots`, as the part after its
-    last `submission/` when it has one, else as its file name. A root is matched as an
+    last `submission/` when it has one, else as `…/` and its last two parts. A root is matched as an
     absolute path and, where its last component is a temporary folder's random name
     (`grader-x1y2...`), also inside a relative path (numba prints `../../tmp/grader-...`)."""
     names = sorted({os.fspath(r).rstrip("/") for r in roots if os.fspath(r).strip("/")},
@@ -53,7 +53,13 @@ def path_stripper(roots: list[Path]) -> Callable[[str], str]:
         path = match.group()
         if "/submission/" in path:
             return path.rsplit("/submission/", 1)[1]
-        return Path(path).name or path
+        for root in names:  # the graded folder itself: relative to it
+            if path.startswith(root + "/") and not _TEMP_NAME.fullmatch(Path(root).name):
+                return path[len(root) + 1:]
+        # Outside the submission (a grader's folder): its last two parts, marked as
+        # elided, so that "outside its folder" still shows where.
+        parts = Path(path).parts[-2:]
+        return "…/" + "/".join(parts) if len(parts) == 2 else (Path(path).name or path)
 
     return lambda text: pattern.sub(short, text)
 
