@@ -40,6 +40,7 @@ def test_shares_cover_the_class_once():
         share(names, 3, 3)
 
 
+@pytest.mark.slow
 def test_job_array_shards_then_merge(class_of_three, tmp_path):
     out = tmp_path / "grades"
     for k in range(2):

@@ -41,6 +41,7 @@ def graded(tmp_path_factory):
     return result.stdout, {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
 
 
+@pytest.mark.slow  # the class of MPI bugs: `make test-all`
 def test_solution_gets_every_mpi_point(graded):
     stdout, reports = graded
     items = reports["solution"]["items"]
@@ -49,16 +50,19 @@ def test_solution_gets_every_mpi_point(graded):
     assert "Part 3, MPI" in stdout
 
 
+@pytest.mark.slow  # the class of MPI bugs: `make test-all`
 def test_starter_gets_zero_and_says_why(graded):
     for item in graded[1]["starter"]["items"]:
         assert item["points"] == 0 and "NotImplementedError" in item["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", all_specs(BUGS), ids=lambda s: s.name)
 def test_each_mpi_bug_loses_exactly_its_items(graded, spec):
     _assert_loses_its_items(graded[1][spec.name], spec)
 
 
+@pytest.mark.slow  # the class of MPI bugs: `make test-all`
 def test_a_deadlock_is_stopped_at_the_limit_and_named(graded):
     ring = next(i for i in graded[1]["ring_send_before_recv"]["items"] if i["id"] == "mpi.ring")
     assert "deadlock" in ring["message"] and f"{LIMIT} s time limit" in ring["message"]

@@ -76,12 +76,12 @@ def test_a_network_that_does_not_agree_is_not_timed(tmp_path, monkeypatch):
     assert "must pass net.agreement first" in item.message
 
 
-@pytest.mark.parametrize("seconds, status", [(1.1, PASS), (2.5, PARTIAL), (12.0, FAIL)])
+@pytest.mark.parametrize("seconds, status", [(1.9, PASS), (2.5, PARTIAL), (12.0, FAIL)])
 def test_the_ratio_is_scored_as_part_1s_speed(tmp_path, monkeypatch, seconds, status):
     monkeypatch.setattr(net_part, "time_training",
                         lambda *a: net_part.SpeedRun(seconds, "", [seconds + 1, seconds]))
     item = _item(tmp_path, seconds=1.0)
-    share = speed_share(seconds, CONFIG.full_at, CONFIG.zero_at)
+    share = speed_share(seconds, CONFIG.net_full_at, CONFIG.zero_at)
     assert item.points == round(share * CONFIG.points(ITEM), 2) and item.status == status
     assert item.figures["time_over_solution"] == pytest.approx(seconds)
     assert item.checks[0]["solution_seconds"] == 1.0

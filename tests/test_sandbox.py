@@ -140,6 +140,7 @@ def test_timed_calls_get_new_operands_and_a_true_clock(tmp_path):
     assert outcome.seconds is None and "time.perf_counter" in outcome.message, outcome.message
 
 
+@pytest.mark.slow
 def test_grading_twice_gives_the_same_correctness_verdicts(tmp_path):
     """Operands come from the run's secret seed and checks from fixed bounds: two runs
     with the same --seed agree on every point and message."""
