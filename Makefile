@@ -89,7 +89,7 @@ starter: $(SETUP)
 # Python snippets run and their formulas are checked against nnkit/network.py.
 handouts: $(SETUP)
 	$(PY) -m grader.handouts --out build/handouts --pdf auto
-	$(PY) -m pytest -q tests/test_handout_snippets.py tests/test_handout_equations.py
+	$(PY) -m pytest -q tests/course/test_handout_snippets.py tests/course/test_handout_equations.py
 
 figures: $(SETUP)
 	$(PY) -m grader.handouts.figures --out handouts/img

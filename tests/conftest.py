@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
+TESTS = KIT_ROOT / "tests"  # the test data folders (bugs/, cheats/, golden/, ...)
 
 
 # The part each test file exercises (files of the grader's machinery, shared by all

@@ -119,6 +119,6 @@ def test_the_private_name_finder_finds_them(tmp_path):
 
 def test_no_test_uses_a_private_name_of_the_grader():
     found = []
-    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+    for path in sorted(Path(__file__).parent.rglob("test_*.py")):
         found += [f for f in _private_uses(path) if f not in WORKER_PRIVATE]
     assert not found

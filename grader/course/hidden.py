@@ -2,7 +2,7 @@
 
 Instructor-only: `nbgrader generate_assignment` strips these regions from the released
 notebooks, `nbgrader autograde` puts them back, and `make dist-student` never ships this
-file (tests/test_dist.py checks that no case here reaches the distribution). Each entry
+file (tests/course/test_dist.py checks that no case here reaches the distribution). Each entry
 is a list of cases in nnkit.checks' format, chosen where the visible ones are easy:
 transposed operands, a 1 x 1 problem, sizes just past a block's edge, negative scalars.
 """

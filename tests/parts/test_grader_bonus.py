@@ -2,7 +2,6 @@
 turned on, and, when on, full points for the solution and a lost item for its bug."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -10,10 +9,10 @@ from grader.examples import all_specs
 from grader.parts.gemm import graded_kernels
 from grader.scoring import load_config
 from nnkit.backend import probe_gpu
-from tests.conftest import run_kit
-from tests.test_grader import _assert_loses_its_items
+from tests.conftest import TESTS, run_kit
+from tests.parts.test_grader import _assert_loses_its_items
 
-BONUS_BUGS = Path(__file__).parent / "bugs" / "bonus"
+BONUS_BUGS = TESTS / "bugs" / "bonus"
 ITEMS = ["gemm.hierarchical.correctness", "gemm.hierarchical.performance"]
 
 

@@ -21,8 +21,9 @@ from nnkit.backend import select, to_device, to_host
 from nnkit.gemm import gemm
 from nnkit.gemm_cuda import CONFIGS, SOURCE, choose, element_strides, vec_flags
 from nnkit.gemm_reference import error_bound, random_operands, reference
+from tests.conftest import TESTS
 
-EMULATOR = Path(__file__).with_name("cuda_emulation") / "emulate_sgemm.cpp"
+EMULATOR = TESTS / "cuda_emulation" / "emulate_sgemm.cpp"
 MAX_REGISTERS = 128  # the kernel's __launch_bounds__ target: two 256-thread blocks per SM
 
 

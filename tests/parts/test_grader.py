@@ -3,19 +3,18 @@
 import csv
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from grader.examples import all_specs
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config, speed_share
 from nnkit.backend import probe_gpu
-from tests.conftest import run_kit
+from tests.conftest import TESTS, run_kit
 
 CORRECTNESS = ["gemm.naive.correctness", "gemm.shared.correctness", "gemm.register.correctness",
                "net.kernels", "net.softmax", "net.column_sums", "net.sgd", "net.forward",
                "net.backward", "net.agreement", "net.accuracy"]
-BUGS = Path(__file__).parent / "bugs"
+BUGS = TESTS / "bugs"
 
 
 def _grade_set(out, *submissions):
@@ -29,7 +28,7 @@ def _grade_set(out, *submissions):
 @pytest.fixture(scope="module")
 def graded_pair(tmp_path_factory):
     """The solution and the starter on Parts 1 and 2: what `make test` grades end to end.
-    (Part 3 grades the MPI modules with the kit's own network; tests/test_mpi_grader.py
+    (Part 3 grades the MPI modules with the kit's own network; tests/parts/test_mpi_grader.py
     grades it for the solution, the starter and the MPI bugs.)"""
     return _grade_set(tmp_path_factory.mktemp("grades"), "solution", "starter")
 

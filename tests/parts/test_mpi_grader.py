@@ -18,10 +18,10 @@ from grader.examples import all_specs, materialize
 from grader.parts import mpi as part3
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
-from tests.conftest import run_kit
-from tests.test_grader import _assert_loses_its_items
+from tests.conftest import KIT_ROOT, TESTS, run_kit
+from tests.parts.test_grader import _assert_loses_its_items
 
-BUGS = Path(__file__).parent / "bugs" / "mpi"
+BUGS = TESTS / "bugs" / "mpi"
 LIMIT = 15  # seconds per MPI job here: the solution's take 1-3 s on a 2-core machine
 
 pytestmark = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec")
@@ -194,7 +194,7 @@ def test_counting_reads_every_buffer_spec_and_hides_the_communicator():
     import sys
 
     done = subprocess.run([sys.executable, "-c", COUNTING], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).parents[1])
+                          timeout=120, cwd=KIT_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert all(mpi == kit for mpi, kit in out["p2p"]), out["p2p"]

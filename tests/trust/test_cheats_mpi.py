@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +18,10 @@ from grader.cases import mpi as mpi_cases
 from grader.cases import mpi_combined
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
-from tests.conftest import KIT_ROOT, run_kit, selected_values
-from tests.test_cheats import _procs_of_uids
+from tests.conftest import KIT_ROOT, TESTS, run_kit, selected_values
+from tests.trust.test_cheats import _procs_of_uids
 
-CHEATS = Path(__file__).parent / "cheats_mpi"
+CHEATS = TESTS / "cheats_mpi"
 NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 MODULES = ("mpi_1_data_parallel.py", "mpi_2_ring.py")
 NETWORK = ("net_1_kernels.py", "net_2_backprop.py")  # the solution's, for mpi.combined

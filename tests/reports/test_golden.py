@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from grader.examples import load_spec, materialize
-from tests.conftest import KIT_ROOT, run_kit
+from tests.conftest import KIT_ROOT, TESTS, run_kit
 
-GOLDEN = Path(__file__).with_name("golden") / "reports.json"
+GOLDEN = TESTS / "golden" / "reports.json"
 SEED = "20251124"
 
 # (part, extra options, submissions): each submission is graded in one part only, so that

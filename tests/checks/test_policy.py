@@ -20,9 +20,9 @@ from grader.checks import policy
 from grader.checks.policy import RULES, Violation, check
 from grader.checks.policy import names as policy_names
 from grader.examples import load_spec
-from tests.conftest import KIT_ROOT
+from tests.conftest import KIT_ROOT, TESTS
 
-FIXTURES = Path(__file__).parent / "policy"
+FIXTURES = TESTS / "policy"
 HOSTILE = FIXTURES / "hostile"
 ALTERNATIVES = sorted(p for p in FIXTURES.glob("alt_*") if p.is_dir())
 MODULES = {"gemm": ["gemm_1_naive", "gemm_2_shared", "gemm_3_register",

@@ -222,7 +222,7 @@ def test_hostile_cells_changed_nothing_and_learned_nothing(course):
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     # eve's module breaks the rules for graded code (the kit's grader says so), and where
     # it ran, in the sandbox, the audit hook stopped its first attempt (what the jail
-    # would have left readable is tested in tests/test_confinement.py).
+    # would have left readable is tested in tests/isolation/test_confinement.py).
     message = json.loads((course_dir / "kit_grades" / "eve.json").read_text())["items"][0][
         "message"]
     assert "breaks the rules for graded code" in message, message

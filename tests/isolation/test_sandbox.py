@@ -21,9 +21,9 @@ from grader.isolation import probe, sandbox
 from grader.isolation.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
 from nnkit.collectives import find_mpiexec
-from tests.conftest import KIT_ROOT, run_kit
+from tests.conftest import KIT_ROOT, TESTS, run_kit
 
-CHEATS = Path(__file__).parent / "cheats"
+CHEATS = TESTS / "cheats"
 
 
 def test_results_are_copied_as_plain_files_only(tmp_path):

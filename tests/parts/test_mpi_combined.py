@@ -21,10 +21,10 @@ from grader.scoring import load_config
 from nnkit import network
 from nnkit.collectives import find_mpiexec
 from nnkit.gemm_reference import gamma
-from tests.conftest import KIT_ROOT, selected_values
+from tests.conftest import KIT_ROOT, TESTS, selected_values
 
-BUGS = Path(__file__).parent / "bugs" / "mpi"
-CHEAT = Path(__file__).parent / "cheats_mpi" / "no_communication"
+BUGS = TESTS / "bugs" / "mpi"
+CHEAT = TESTS / "cheats_mpi" / "no_communication"
 SECRET = 11
 
 # name -> where the submission comes from: a folder, or a bug spec applied to the solution

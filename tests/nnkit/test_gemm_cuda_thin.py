@@ -22,9 +22,10 @@ from nnkit.gemm import gemm
 from nnkit.gemm_cuda import element_strides
 from nnkit.gemm_cuda_thin import KERNELS, SOURCE, splits
 from nnkit.gemm_reference import error_bound, random_operands, reference
-from tests.test_gemm_cuda import _embed, _nvcc
+from tests.conftest import TESTS
+from tests.nnkit.test_gemm_cuda import _embed, _nvcc
 
-EMULATOR = Path(__file__).with_name("cuda_emulation") / "emulate_thin.cpp"
+EMULATOR = TESTS / "cuda_emulation" / "emulate_thin.cpp"
 
 
 def test_source_compiles_for_sm90_without_spills(tmp_path):

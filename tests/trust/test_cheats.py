@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from grader.scoring import DEFAULT_CONFIG
-from tests.conftest import KIT_ROOT, run_kit, selected_names, selected_values
+from tests.conftest import KIT_ROOT, TESTS, run_kit, selected_names, selected_values
 
-CHEATS = Path(__file__).parent / "cheats"
+CHEATS = TESTS / "cheats"
 NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 # The cheats `make test` grades, one or two per defence: the audit hook (write_results,
 # exec_string, fork_bomb), the sandbox's process and file confinement (background,
@@ -54,7 +54,7 @@ LIMITS = {"seconds_simulator = 600": "seconds_simulator = 15",
           "uid_first = 64000": f"uid_first = {UID_FIRST}",
           "uid_count = 64": "uid_count = 4",
           # The static policy would stop most of them before they run: report only, so
-          # that the run-time layers are what this test tries (tests/test_policy.py and
+          # that the run-time layers are what this test tries (tests/checks/test_policy.py and
           # the test below try the policy).
           'policy = "enforce"': 'policy = "report"'}
 
