@@ -1,4 +1,4 @@
-"""Run by tests/nnkit/test_device_parallel.py as
+"""Run by tests/kit/test_device_parallel.py as
 `mpiexec -n P python tests/device_scenarios.py OUT.json cpu|gpu`.
 
 The device-resident loop (nnkit.device_parallel) on communicators of 1 to P ranks, with

@@ -1,5 +1,5 @@
 """A cycle finder for import graphs (tests/test_layout.py: the grader;
-tests/nnkit/test_import_graph.py: nnkit)."""
+tests/kit/test_import_graph.py: nnkit)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Run by tests/nnkit/test_mpi.py as `mpiexec -n 4 python tests/mpi_scenarios.py OUT.json`.
+"""Run by tests/kit/test_mpi.py as `mpiexec -n 4 python tests/mpi_scenarios.py OUT.json`.
 
 Exercises the kit's and the solution's MPI code on communicators of 1 to 4 of the job's
 ranks and writes, from rank 0, what it measured: the tests decide. Tiny sizes throughout

@@ -1,5 +1,5 @@
 """Single-process training with the CPU reference, the oracle of the device-resident tests
-(tests/device_scenarios.py under mpiexec, tests/nnkit/test_device_parallel.py in pytest)."""
+(tests/device_scenarios.py under mpiexec, tests/kit/test_device_parallel.py in pytest)."""
 
 from __future__ import annotations
 

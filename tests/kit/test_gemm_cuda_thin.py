@@ -23,7 +23,7 @@ from nnkit.gemm_cuda import element_strides
 from nnkit.gemm_cuda_thin import KERNELS, SOURCE, splits
 from nnkit.gemm_reference import error_bound, random_operands, reference
 from tests.conftest import TESTS
-from tests.nnkit.test_gemm_cuda import _embed, _nvcc
+from tests.kit.test_gemm_cuda import _embed, _nvcc
 
 EMULATOR = TESTS / "cuda_emulation" / "emulate_thin.cpp"
 
