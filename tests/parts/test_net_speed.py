@@ -176,7 +176,7 @@ def test_on_a_gpu_the_solution_earns_the_speed_points_and_a_slower_network_less(
     assert solution["points"] == solution["max_points"] > 0, solution["message"]
     ratio = slowed["figures"]["time_over_solution"]
     assert ratio > 1.3, slowed["message"]
-    assert slowed["points"] == round(speed_share(ratio, CONFIG.full_at, CONFIG.zero_at)
+    assert slowed["points"] == round(speed_share(ratio, CONFIG.net_full_at, CONFIG.zero_at)
                                      * slowed["max_points"], 2) < slowed["max_points"]
     assert starter["points"] == 0 and "not timed" in starter["message"]
 
