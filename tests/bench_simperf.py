@@ -13,27 +13,16 @@ import os
 import statistics
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 os.environ.setdefault("NNKIT_DEVICE", "sim")
 
 
 def _cpu(launch, cases, counted: bool) -> float:
-    from grader.cases.gemm import build_operands
-    from grader.worker import memcount, simcheck
-    from nnkit.backend import synchronize, to_device
-    from nnkit.gemm import gemm
+    from grader.worker import memcount
+    from tests.bench_simulator import cpu_of_cases
 
-    start = time.process_time()
-    for case in cases:
-        ops = build_operands(case, 1)
-        A, B, C = ops.views(tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf)))
-        with simcheck.instrument(counter=memcount.Counter() if counted else None):
-            gemm(launch, A, B, C, case.alpha, case.beta, trans_a=case.trans_a,
-                 trans_b=case.trans_b)
-        synchronize()
-    return time.process_time() - start
+    return cpu_of_cases(launch, cases, 1, memcount.Counter() if counted else None)
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ import time
 os.environ.setdefault("NNKIT_DEVICE", "sim")
 
 
-def _cpu_of_cases(launch, cases, secret: int) -> float:
+def cpu_of_cases(launch, cases, secret: int, counter=None) -> float:
+    """CPU seconds of `cases` under the race checker (and `counter`, a memcount.Counter)."""
     from grader.cases.gemm import build_operands
     from grader.worker import simcheck
     from nnkit.backend import synchronize, to_device
@@ -24,7 +25,7 @@ def _cpu_of_cases(launch, cases, secret: int) -> float:
     for case in cases:
         ops = build_operands(case, secret)
         A, B, C = ops.views(tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf)))
-        with simcheck.instrument():
+        with simcheck.instrument(counter=counter):
             gemm(launch, A, B, C, case.alpha, case.beta, trans_a=case.trans_a,
                  trans_b=case.trans_b)
         synchronize()
@@ -53,7 +54,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for on in (False, True):
                 (blocksync.install if on else blocksync.uninstall)()
-                times[on].append(_cpu_of_cases(launch, cases, secret=1))
+                times[on].append(cpu_of_cases(launch, cases, secret=1))
         blocksync.uninstall()
         before, after = statistics.median(times[False]), statistics.median(times[True])
         print(f"| {kernel} | {before:.2f} | {after:.2f} | {after / before:.2f} |", flush=True)

@@ -9,35 +9,17 @@ import numpy as np
 import pytest
 
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
-from nnkit.backend import select, to_device, to_host
-from nnkit.gemm import gemm
-from nnkit.gemm_reference import error_bound, random_operands, reference
 from nnkit.gemm_tiles import TileError, problems, tile_sizes, variant, variant_module
 from nnkit.submission import NAMED, load_function, load_module
+from tests.gemm_checking import check_clean
 
 SMALL_TILES = dict(BM=32, BN=32, BK=4, WM=16, WN=16, TM=2, TN=4)  # 4 warps, 128 threads
 
 
 def _check_clean(launch, M, N, K, trans_a=False, trans_b=False, beta=5.0, alpha=2.0):
-    """The result within the float32 bound of nnkit.gemm_reference, and (in the
-    simulator) no race, uninitialised read or negative index found by the checker."""
-    A, B, C = random_operands(M, N, K, seed=M * 31 + N * 7 + K, trans_a=trans_a,
-                              trans_b=trans_b)
-    if beta == 0.0:
-        C[:] = np.nan  # output only: an element never written stays NaN and fails
-    opA, opB = (A.T if trans_a else A), (B.T if trans_b else B)
-    expected, bound = reference(opA, opB, C, alpha, beta), error_bound(opA, opB, C, alpha, beta)
-    dA, dB, dC = to_device(A), to_device(B), to_device(C)
-    if select().on_gpu:
-        gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
-    else:
-        from grader.worker import simcheck
-
-        with simcheck.instrument() as findings:
-            gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
-        assert list(findings) == [], [f.describe() for f in findings]
-    got = to_host(dC)
-    assert np.all(np.abs(got - expected) <= bound), np.nanmax(np.abs(got - expected) / bound)
+    """tests/gemm_checking.py's check, with this file's seeds."""
+    check_clean(launch, M, N, K, trans_a, trans_b, alpha=alpha, beta=beta,
+                seed=M * 31 + N * 7 + K)
 
 
 @pytest.mark.parametrize("case", [

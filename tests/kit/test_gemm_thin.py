@@ -7,32 +7,11 @@ import pytest
 
 from nnkit import gemm_thin
 from nnkit.backend import select, to_device, to_host
-from nnkit.gemm import gemm
 from nnkit.gemm_reference import error_bound, random_operands, reference
 from nnkit.thin_dispatch import COLUMNS, OUTER, ROWS, THIN, TILED, ThinKernels, plan, with_thin
+from tests.gemm_checking import check_clean
 
-
-def _check_clean(launch, M, N, K, trans_a=False, trans_b=False, alpha=2.0, beta=5.0):
-    """The result within the float32 bound, A and B unchanged and, in the simulator, no
-    race, uninitialised shared read or negative index."""
-    A, B, C = random_operands(M, N, K, seed=M * 131 + N * 17 + K, trans_a=trans_a,
-                              trans_b=trans_b)
-    if beta == 0.0:
-        C[:] = np.nan  # output only: an element never written stays NaN and fails
-    opA, opB = (A.T if trans_a else A), (B.T if trans_b else B)
-    expected, bound = reference(opA, opB, C, alpha, beta), error_bound(opA, opB, C, alpha, beta)
-    dA, dB, dC = to_device(A), to_device(B), to_device(C)
-    if select().on_gpu:
-        gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
-    else:
-        from grader.worker import simcheck
-
-        with simcheck.instrument() as findings:
-            gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
-        assert list(findings) == [], [f.describe() for f in findings]
-    got = to_host(dC)
-    assert np.all(np.abs(got - expected) <= bound), np.nanmax(np.abs(got - expected) / bound)
-    assert np.array_equal(to_host(dA), A) and np.array_equal(to_host(dB), B)
+_check_clean = check_clean  # tests/gemm_checking.py
 
 
 # --- the rule ---------------------------------------------------------------------------
