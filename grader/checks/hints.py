@@ -34,7 +34,8 @@ TILES = (4, 8, 16, 32, 64, 128)
 MAX_WORK = 1 << 28  # M*N*K beyond which no hint is computed: a few float64 products each
 EDGE_COVERAGE = 0.5  # an edge strip must be at least half wrong to blame the bounds
 
-ZERO = "every element is 0: nothing was computed or stored"
+ZERO = ("every element is 0: nothing was computed or stored, or the values overflowed or "
+        "underflowed on the way (exp of a large number is inf)")
 GEMM_ZERO = ("every element is 0: no product was summed (a loop over K that never runs, "
              "as with a floor where a ceiling belongs when K is smaller than the tile) or "
              "zeros were stored")
