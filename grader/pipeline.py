@@ -126,7 +126,7 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
     if selection.item is not None:
         found = [replace(t, item_ids=[selection.item]) for t in found
                  if selection.item in t.item_ids]
-    return [replace(t, run=lambda run=t.run: selection.keep(run())) for t in found]
+    return [replace(t, run=lambda run=t.run: selection.keep(run(), on_gpu)) for t in found]
 
 
 def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Path,

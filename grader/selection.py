@@ -55,10 +55,10 @@ class Selection:
         full MNIST on a GPU); Part 3's items compute theirs when they run."""
         return part != self.part
 
-    def keep(self, items: list[ItemResult]) -> list[ItemResult]:
+    def keep(self, items: list[ItemResult], on_gpu: bool) -> list[ItemResult]:
         """Of a task's items, those this run shows: the function's item alone (and, where
-        the item checks several functions, this one's checks) in a quick check; every
-        speed item not graded for want of a solution says so."""
+        the item checks several functions, this one's checks) in a quick check; on a GPU,
+        every speed item not graded for want of a solution says so."""
         kept = []
         for item in items:
             if self.item is not None and item.id != self.item:
@@ -68,7 +68,7 @@ class Selection:
                 item = replace(item, checks=mine or item.checks, message=(
                     f"{item.message} (the item's points count all its functions; the "
                     f"checks shown are {self.function}'s)"))
-            if not self.solution and item.status == NOT_GRADED and "no GPU" not in item.message:
+            if on_gpu and not self.solution and item.status == NOT_GRADED:
                 if item.id == "net.performance":
                     item = replace(item, message=NO_SOLUTION_NET)
                 elif item.id.startswith("gemm.") and item.id.endswith(".performance"):

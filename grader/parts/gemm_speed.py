@@ -47,7 +47,7 @@ class Verdicts:
 
 
 def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Config,
-                per_gpu: dict[str, Reference] | None, verdicts: Verdicts,
+                per_gpu: dict[str, Reference], verdicts: Verdicts,
                 slots: gpus.GpuSlots | None, on_gpu: bool = True) -> list[ItemResult]:
     """The performance items of a submission's kernels (GPU): once their correctness is
     known, the kernels that passed are timed one after the other in one fresh worker
@@ -57,25 +57,23 @@ def grade_speed(kernels: list[str], submission: Path, workroot: Path, config: Co
     if got is None:
         return []
     timed = [k for k in kernels if got[k][0]]
-    outdir, run, reference = None, None, None
-    if not per_gpu:
-        return [performance_item(k, got[k][0], None, [], config, None) for k in kernels]
+    outdir, run = None, None
     # Held to the end: the checks below (float64 products of the timed shapes) must not
     # run beside another submission's timed job, which they would slow down.
     with slots.hold() if slots else nullcontext():
-            reference = gpus.for_current(per_gpu)  # the GPU the timed job runs on
-            if timed:
-                run = _timed_run(timed, submission, workroot / "timed", config, on_gpu)
-                outdir = run.outdir
-                missing = [k for k in timed if not _any_perf_file(outdir, k)]
-                if len(timed) > 1 and missing and run.returncode not in (0, None):
-                    # The job died before these kernels: each again, alone, so that one
-                    # kernel's crash never costs the others their timing.
-                    for k in missing:
-                        alone = _timed_run([k], submission, workroot / f"timed-{k}", config,
-                                           on_gpu)
-                        _adopt(alone.outdir, outdir, k)
-            return _speed_items(kernels, got, outdir, run, config, reference)
+        reference = gpus.for_current(per_gpu)  # the GPU the timed job runs on
+        if timed:
+            run = _timed_run(timed, submission, workroot / "timed", config, on_gpu)
+            outdir = run.outdir
+            missing = [k for k in timed if not _any_perf_file(outdir, k)]
+            if len(timed) > 1 and missing and run.returncode not in (0, None):
+                # The job died before these kernels: each again, alone, so that one
+                # kernel's crash never costs the others their timing.
+                for k in missing:
+                    alone = _timed_run([k], submission, workroot / f"timed-{k}", config,
+                                       on_gpu)
+                    _adopt(alone.outdir, outdir, k)
+        return _speed_items(kernels, got, outdir, run, config, reference)
 
 
 def _speed_items(kernels: list[str], got: dict, outdir: Path | None, run, config: Config,

@@ -187,7 +187,7 @@ def test_the_student_kit_says_why_the_networks_speed_is_not_graded(tmp_path):
     from grader.selection import NO_SOLUTION_NET, Selection
 
     kit = Selection(solution=False)
-    item = kit.keep([_item(tmp_path, seconds=None)])[0]
+    item = kit.keep([_item(tmp_path, seconds=None)], on_gpu=True)[0]
     assert (item.points, item.message) == (None, NO_SOLUTION_NET)
-    no_gpu = kit.keep([_item(tmp_path, on_gpu=False, seconds=None)])[0]
+    no_gpu = kit.keep([_item(tmp_path, on_gpu=False, seconds=None)], on_gpu=False)[0]
     assert no_gpu.message == net_part.NO_GPU
