@@ -36,29 +36,36 @@ def find_chromium() -> str | None:
     return next((found for name in CANDIDATES if (found := shutil.which(name))), None)
 
 
-def screenshot(page: Path, png: Path, width: int = 1100, height: int = 1600,
-               timeout: float = 120.0) -> Path:
-    """Render the HTML file `page` into `png` (width x height CSS pixels)."""
+def run_chromium(page: Path, out: Path, flags: list[str], what: str,
+                 timeout: float = 120.0) -> Path:
+    """Load the HTML file `page` in headless Chromium with `flags` (which make it write
+    `out`) and return `out`, or say why nothing came of it (`what` it should have been)."""
     browser = find_chromium()
     if browser is None:
         raise ScreenshotError("no Chromium found (apt install chromium, or set CHROMIUM)")
-    page, png = Path(page).resolve(), Path(png).resolve()
+    page, out = Path(page).resolve(), Path(out).resolve()
     if not page.is_file():
         raise ScreenshotError(f"{page}: no such page")
-    png.parent.mkdir(parents=True, exist_ok=True)
-    if png.exists():
-        png.unlink()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        argv = [browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                f"--screenshot={png}", page.as_uri()]
+        argv = [browser, *FLAGS, f"--user-data-dir={profile}", *flags, page.as_uri()]
         try:
             result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as err:
             raise ScreenshotError(f"Chromium took more than {timeout:g} s") from err
-    if not png.exists() or png.stat().st_size == 0:
+    if not out.exists() or out.stat().st_size == 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ScreenshotError(f"Chromium wrote no picture (exit {result.returncode}): {tail}")
-    return png
+        raise ScreenshotError(f"Chromium wrote no {what} (exit {result.returncode}): {tail}")
+    return out
+
+
+def screenshot(page: Path, png: Path, width: int = 1100, height: int = 1600,
+               timeout: float = 120.0) -> Path:
+    """Render the HTML file `page` into `png` (width x height CSS pixels)."""
+    png = Path(png).resolve()
+    return run_chromium(page, png, [f"--window-size={width},{height}", f"--screenshot={png}"],
+                        "picture", timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from nnkit import gemm_cuda_thin
-from nnkit.backend import select, to_device, to_host
-from nnkit.gemm import gemm
+from nnkit.backend import select
 from nnkit.gemm_cuda import element_strides
 from nnkit.gemm_cuda_thin import KERNELS, SOURCE, splits
 from nnkit.gemm_reference import error_bound, random_operands, reference
 from tests.conftest import TESTS
+from tests.gemm_checking import check_clean
 from tests.kit.test_gemm_cuda import _embed, _nvcc
 
 EMULATOR = TESTS / "cuda_emulation" / "emulate_thin.cpp"
@@ -138,16 +138,7 @@ GPU_CASES = [  # kernel, M, N, K, alpha, beta, trans_a, trans_b
 
 
 def _gpu_check(launch, M, N, K, alpha, beta, trans_a, trans_b):
-    A, B, C = random_operands(M, N, K, seed=M * N + K, trans_a=trans_a, trans_b=trans_b)
-    if beta == 0.0:
-        C[:] = np.nan
-    opA, opB = (A.T if trans_a else A), (B.T if trans_b else B)
-    expected, bound = reference(opA, opB, C, alpha, beta), error_bound(opA, opB, C, alpha, beta)
-    dA, dB, dC = to_device(A), to_device(B), to_device(C)
-    gemm(launch, dA, dB, dC, alpha, beta, trans_a=trans_a, trans_b=trans_b)
-    got = to_host(dC)
-    assert np.all(np.abs(got - expected) <= bound), np.nanmax(np.abs(got - expected) / bound)
-    assert np.array_equal(to_host(dA), A) and np.array_equal(to_host(dB), B)
+    check_clean(launch, M, N, K, trans_a, trans_b, alpha=alpha, beta=beta, seed=M * N + K)
 
 
 @pytest.mark.gpu
