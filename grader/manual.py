@@ -30,7 +30,7 @@ import csv
 import io
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,10 +71,12 @@ def _decode(raw: bytes, path: Path) -> str:
 
 
 def read_manual(path: Path, config: Config,
-                students: Iterable[str] | None = None) -> dict[str, dict[str, ManualGrade]]:
+                students: Mapping[str, str | None] | Iterable[str] | None = None
+                ) -> dict[str, dict[str, ManualGrade]]:
     """student -> item -> grade from the CSV at `path`, checked against the config's [manual]
-    items and, when given, the known `students` (names or ids). Raises ManualError naming
-    every bad line."""
+    items and, when given, the known `students`: a key -> report id mapping
+    (student_keys), whose ids then key the result, so that a student's name and id are one
+    student; or plain names. Raises ManualError naming every bad line."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -89,7 +91,11 @@ def read_manual(path: Path, config: Config,
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise ManualError(f"{path}, line {line}: a NUL byte; not a CSV file")
-    known = set(students) if students is not None else None
+    known: dict[str, str | None] | None = None
+    if isinstance(students, Mapping):
+        known = dict(students)
+    elif students is not None:
+        known = {k: k for k in students}
     reader = csv.reader(io.StringIO(text, newline=""))
     errors: list[str] = []
     grades: dict[str, dict[str, ManualGrade]] = {}
@@ -134,7 +140,7 @@ def _columns(header: list[str]) -> dict[str, int]:
 
 
 def _grade(row: list[str], columns: dict[str, int], line: int, config: Config,
-           known: set[str] | None) -> tuple[ManualGrade | None, str]:
+           known: dict[str, str | None] | None) -> tuple[ManualGrade | None, str]:
     """The row as a grade, or why it is not one."""
     if len(row) > len(columns) or len(row) < len(COLUMNS):
         return None, (f"{len(row)} fields where the header has {len(columns)} (a comma in a "
@@ -143,8 +149,13 @@ def _grade(row: list[str], columns: dict[str, int], line: int, config: Config,
     student, item, text = cell["student"], cell["item"], cell["points"]
     if not student:
         return None, "no student"
-    if known is not None and student not in known:
-        return None, f"unknown student {student!r} (not a submission of this grading)"
+    if known is not None:
+        if student not in known:
+            return None, f"unknown student {student!r} (not a submission of this grading)"
+        if known[student] is None:
+            return None, (f"{student!r} is one submission's name and another's id: give "
+                          "the id (grades.csv's id column)")
+        student = known[student]
     if item not in config.manual:
         return None, (f"unknown item {item!r}; the manual items are "
                       + ", ".join(config.manual))
@@ -177,7 +188,10 @@ def apply_manual(report: dict, grades: dict[str, dict[str, ManualGrade]],
     """The report (a submission's JSON dict) with every [manual] item of the config set
     from the student's rows (by name or id), kept where the report already holds hand-given
     points and there is no row now, else not graded yet; totals recomputed."""
-    mine = grades.get(report.get("name", ""), {}) or grades.get(report.get("id", ""), {})
+    # By id alone where the report has one (grades read with student_keys are keyed by
+    # id): a name may be chosen to equal another student's id.
+    key = report["id"] if "id" in report else report.get("name", "")
+    mine = grades.get(key, {})
     held = {it["id"]: it for it in report["items"] if it.get("id") in config.manual}
     items = [it for it in report["items"] if it.get("id") not in config.manual]
     for item_id in config.manual:
@@ -191,11 +205,17 @@ def apply_manual(report: dict, grades: dict[str, dict[str, ManualGrade]],
             "max_total": sum(it.get("max_points", 0) for it in graded)}
 
 
-def student_keys(reports: Iterable[dict]) -> set[str]:
-    """Names and ids of these reports: what the CSV's student column may say."""
-    keys: set[str] = set()
+def student_keys(reports: Iterable[dict]) -> dict[str, str | None]:
+    """What the CSV's student column may say (a report's name or id) -> that report's id;
+    None for a key that is one report's name and another's id (ambiguous)."""
+    keys: dict[str, str | None] = {}
     for r in reports:
-        keys.update(k for k in (r.get("name"), r.get("id")) if isinstance(k, str))
+        rid = r.get("id")
+        if not isinstance(rid, str):
+            continue
+        for k in (r.get("name"), rid):
+            if isinstance(k, str):
+                keys[k] = rid if keys.get(k, rid) == rid else None
     return keys
 
 

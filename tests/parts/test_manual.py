@@ -238,3 +238,26 @@ def test_the_course_gradebook_takes_hand_given_grades(tmp_path, out, capsys):
     assert book["carol"]["kit:report.profiling_final"] == "35"
     assert (book["carol"]["total"], book["carol"]["max_total"]) == ("46", "51")
     assert book["bob"]["kit:report.profiling_final"] == "" and book["bob"]["total"] == "0"
+
+
+def test_a_name_chosen_as_another_students_id_takes_nothing(tmp_path):
+    """Eve names her submission after Alice's report id: the CSV row giving Alice's id is
+    refused as ambiguous, a row by Alice's name reaches Alice alone, and rows by a
+    student's name and id are one student's (the duplicate is caught)."""
+    reports = [{"name": "al ice", "id": "al_ice-b004096ab4"},
+               {"name": "al_ice-b004096ab4", "id": "al_ice-b004-77e0c1d2aa"}]
+    keys = manual.student_keys(reports)
+    with pytest.raises(manual.ManualError, match="one submission's name and another's id"):
+        manual.read_manual(_csv(tmp_path, HEADER + "al_ice-b004096ab4,report.quality,10,\n"),
+                           CONFIG, keys)
+    grades = manual.read_manual(_csv(tmp_path, HEADER + "al ice,report.quality,10,\n"),
+                                CONFIG, keys)
+    alice, eve = (manual.apply_manual({**r, "items": []}, grades, CONFIG) for r in reports)
+    points = {r["name"]: next(i for i in r["items"] if i["id"] == "report.quality")["points"]
+              for r in (alice, eve)}
+    assert points == {"al ice": 10.0, "al_ice-b004096ab4": None}
+    with pytest.raises(manual.ManualError, match="again"):
+        manual.read_manual(_csv(tmp_path, HEADER + "al ice,report.quality,10,\n"
+                                "al_ice-b004-77e0c1d2aa,report.quality,3,\n"
+                                "al_ice-b004096ab4,report.quality,3,\n"), CONFIG,
+                           {"al ice": "x", "al_ice-b004096ab4": "x"})
