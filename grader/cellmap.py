@@ -107,10 +107,26 @@ def read(folder: Path, modules: set[str]) -> dict[str, list[Span]]:
             text = safe_io.read_bytes(Path(folder) / f"{module}.py", 8 << 20).decode()
             if not isinstance(entry, dict) or entry.get("sha256") != digest(text):
                 continue
-            found[module] = [Span(**s) for s in entry["spans"]]
+            found[module] = [_span(s) for s in entry["spans"]]
         except (OSError, ValueError, TypeError, KeyError):
             continue
     return found
+
+
+def _span(data: object) -> Span:
+    """A Span from its JSON, every field of its type and every text cleaned (the record
+    is a file: trusted for what it says only as far as it is well formed)."""
+    if not isinstance(data, dict) or set(data) != set(Span.__dataclass_fields__):
+        raise ValueError("not a span")
+    for name, field_ in Span.__dataclass_fields__.items():
+        value = data[name]
+        if field_.type == "int" and (type(value) is not int or value < 0):
+            raise ValueError(f"span {name}: not a count")
+        if field_.type == "str":
+            if not isinstance(value, str):
+                raise ValueError(f"span {name}: not a text")
+            data = {**data, name: safe_io.clean_text(value, 200)}
+    return Span(**data)
 
 
 def read_notes(folder: Path) -> tuple[list[str], str | None]:

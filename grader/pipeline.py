@@ -303,7 +303,12 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
         result = SubmissionResult(sub.name, os.fsdecode(sub.folder or ""), backend.describe())
         result.items = in_order(plan[sub.name], items[sub.name])
         # Messages name files relative to the submission, notebook cells where it was one.
-        locate.relocate(result, [workroot, *filter(None, [sub.folder])], sub.folder)
+        try:
+            locate.relocate(result, [workroot, *filter(None, [sub.folder])],
+                            sub.folder if sub.cell_map else None)
+        except Exception as err:  # noqa: BLE001 - the messages as they were, not a lost class
+            print(f"grader: {report.display_name(sub.name)}: messages not rewritten "
+                  f"({type(err).__name__}: {safe_io.clean_text(err, 200)})", file=sys.stderr)
         try:
             data = book.add(result, sub.notes)
         except OSError as err:  # a full disk, say: the others are still written

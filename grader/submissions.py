@@ -165,6 +165,9 @@ class Submission:
     folder: Path | None  # None: nothing to grade, `problem` says why
     problem: str | None = None  # graded zero with this message
     notes: list[str] = field(default_factory=list)  # information for the feedback
+    # May the record beside the folder (grader/cellmap.py) be read? Not for a sub-folder
+    # of a handed-in folder, whose parent the student fills.
+    cell_map: bool = True
 
 
 def student_modules() -> set[str]:
@@ -232,7 +235,8 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
                       f"that do: grading its {len(subs)} sub-folders as submissions",
                       file=sys.stderr)
                 note = f"graded as one of the {len(subs)} sub-folders of {shown}"
-                found += [Submission(s.name, s.resolve(), notes=[note]) for s in subs]
+                found += [Submission(s.name, s.resolve(), notes=[note], cell_map=False)
+                          for s in subs]
                 continue
             notes = [f"no student module at the top level, but the sub-folder "
                      f"{safe_io.clean_text(nested[0].name, 80)}/ holds some: only modules at "
@@ -245,7 +249,7 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
         seen.add(sub.name)
         if sub.folder is not None:
             # What the grader's own extraction of a notebook recorded beside the folder
-            extracted, problem = cellmap.read_notes(sub.folder)
+            extracted, problem = cellmap.read_notes(sub.folder) if sub.cell_map else ([], None)
             sub.notes += extracted
             if problem:
                 sub.problem = problem

@@ -99,6 +99,32 @@ def test_a_map_inside_a_handed_in_folder_is_not_read(tmp_path):
     assert cellmap.read(tmp_path / "x" / "alice", {"gemm_1_naive"})
 
 
+def test_a_map_a_student_puts_beside_a_sub_folder_is_not_read(tmp_path):
+    """A handed-in folder of sub-folders is graded as one submission per sub-folder: the
+    records the student placed beside them are neither its notes nor its cell map, and a
+    malformed span is refused rather than trusted."""
+    import json
+
+    from grader.submissions import resolve
+
+    path = _notebook(tmp_path)
+    extract([path], tmp_path / "x" / "a")
+    eve = tmp_path / "eve"
+    for name in ("a", "b"):
+        (eve / name).mkdir(parents=True)
+        (eve / name / "gemm_1_naive.py").write_bytes(
+            (tmp_path / "x" / "a" / "gemm_1_naive.py").read_bytes())
+    record = json.loads(cellmap.path_for(tmp_path / "x" / "a").read_text())
+    record["notes"], record["problem"] = ["forged note"], "keep my earlier report"
+    for spans in (e["spans"] for e in record["modules"].values()):
+        spans[0]["first"] = "1"  # not a number: comparing it would raise
+    cellmap.path_for(eve / "a").write_text(json.dumps(record))
+    subs = {s.name: s for s in resolve([eve], tmp_path / "nb")}
+    assert not subs["a"].cell_map and subs["a"].problem is None
+    assert "forged note" not in subs["a"].notes
+    assert cellmap.read(eve / "a", {"gemm_1_naive"}) == {}  # the malformed span refused
+
+
 def test_relocate_rewrites_messages_checks_and_figures(tmp_path):
     path = _notebook(tmp_path)
     extract([path], tmp_path / "alice")
