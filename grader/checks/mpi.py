@@ -168,6 +168,22 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                   f"{'/'.join(map(str, sent))}){note}")
 
 
+def rows_shared(got: list[dict[str, np.ndarray]], total: int) -> str:
+    """Why the ranks did not share the rows out, or '': between them they must have
+    computed gradients of `total` rows (the training set times the epochs), as one process
+    does; a scatter that copies every minibatch to every rank, with an all-reduce that
+    adds nothing, trains each rank like one process and would agree with it."""
+    counts = [r.get("rows") for r in got]
+    if any(c is None or c.shape != (1,) for c in counts):
+        return "no count of the rows each rank trained on"
+    between = sum(int(c[0]) for c in counts)
+    if between != total:
+        return (f"the {len(got)} rank(s) computed gradients of {between} rows between them "
+                f"where one process does of {total}: every minibatch must be shared out by "
+                "scatter_batch, each row to one rank")
+    return ""
+
+
 def check_params(got: list[dict[str, np.ndarray]],
                  expected: list[network.Params]) -> tuple[bool, str]:
     worst, where = 0.0, ""

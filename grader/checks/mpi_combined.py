@@ -78,6 +78,22 @@ def silent_calls(runs: list[list[dict[str, np.ndarray]]]) -> str:
     return ""
 
 
+def shared_rows(alone: dict[str, np.ndarray], ranks: list[dict[str, np.ndarray]]) -> str:
+    """Why the ranks did not share the minibatches out, or '': between them they must
+    have trained on as many rows as the one process did (a scatter that hands every rank
+    the whole batch, with an all-reduce that adds nothing, trains each rank like one
+    process and would agree with it)."""
+    counts = [r.get("rows") for r in [alone, *ranks]]
+    if any(c is None or c.shape != (1,) for c in counts):
+        return "no count of the rows each rank trained on"
+    one, between = int(counts[0][0]), sum(int(c[0]) for c in counts[1:])
+    if between != one:
+        return (f"the {len(ranks)} ranks trained on {between} rows between them where one "
+                f"process trains on {one}: a Part 3 problem: every minibatch must be "
+                "shared out by scatter_batch, each row to one rank")
+    return ""
+
+
 def largest_difference(got: list[dict[str, np.ndarray]], want: dict[str, np.ndarray]
                        ) -> tuple[float, str, str]:
     """(worst relative max-norm, where, problem) of every rank's arrays against `want`;

@@ -54,7 +54,13 @@ import numpy as np
 from grader import safe_io
 from grader.cases import mpi as mpi_cases
 from grader.checks.gemm import error_text
-from grader.checks.mpi import check_allreduce, check_params, check_ring, check_scatter
+from grader.checks.mpi import (
+    check_allreduce,
+    check_params,
+    check_ring,
+    check_scatter,
+    rows_shared,
+)
 from grader.isolation.runner import copy_submission, run_worker
 from grader.parts.common import check_rows, failure_message, graded_item
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
@@ -269,6 +275,9 @@ def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
     if kind == "ring":
         return check_ring(case, got, [inputs[r][f"case-{n}/buffer"]
                                       for r in range(case["ranks"])])
+    shared = rows_shared(got, inputs[0]["train/labels"].shape[0] * case["mode"]["epochs"])
+    if shared:
+        return False, shared
     if kind == "train":
         return check_params(got, [ref.train] * case["ranks"])
     return check_params(got, ref.averaging[n])

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from grader.cases import mpi_combined as cases
-from grader.checks.mpi_combined import check_combined, silent_calls, split_tolerance
+from grader.checks.mpi_combined import check_combined, shared_rows, silent_calls, split_tolerance
 from grader.parts.common import all_or_nothing
 from grader.parts.mpi import _rank_results, run_mpi_job
 from grader.results import NOT_GRADED, ItemResult
@@ -93,7 +93,7 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
     else:
         try:
             ok, message, checks = check_combined(results[0][0], results[1], ref, tolerance)
-            silent = silent_calls(results)
+            silent = silent_calls(results) or shared_rows(results[0][0], results[1])
             if silent:
                 ok, message = False, silent
         except (KeyError, ValueError, TypeError, IndexError) as err:

@@ -139,8 +139,16 @@ def _training(n: int, case: dict, comm: Any, submission: Path, inputs: dict[str,
     # The grader's network: the CPU reference on every rank, so that Part 3 is graded on
     # its own whatever the state of the submission's Part 2.
     engine = HostEngine(network.glorot_uniform(config.sizes(features), config.seed), config)
+    rows = [0]  # the rows this rank computed gradients of (the grader adds the ranks' up)
+    gradients = engine.gradients
+
+    def counted(X: Any, labels: Any) -> Any:
+        rows[0] += int(np.shape(X)[0]) if np.ndim(X) else 0
+        return gradients(X, labels)
+
+    engine.gradients = counted
     train_mpi(comm, engine, data, config, folder_functions(submission), average_every=every)
-    return engine.host_params().named()
+    return {**engine.host_params().named(), "rows": np.array(rows, np.int64)}
 
 
 def run_train(n: int, case: dict, comm: Any, submission: Path,
@@ -173,14 +181,17 @@ NETWORK_CALLS = ("forward", "backward", "sgd_step")
 
 class Counted:
     """A network function of the submission whose calls are counted, and those that
-    launched none of the submission's kernels (Part 2's rule: training runs on them)."""
+    launched none of the submission's kernels (Part 2's rule: training runs on them);
+    for backward, the rows of the labels the kit handed it (what this rank trained on)."""
 
-    def __init__(self, fn: Any, recorder: Any):
-        self.fn, self.recorder = fn, recorder
-        self.calls = self.silent = 0
+    def __init__(self, fn: Any, recorder: Any, labels_arg: int | None = None):
+        self.fn, self.recorder, self.labels_arg = fn, recorder, labels_arg
+        self.calls = self.silent = self.rows = 0
 
     def __call__(self, *args: Any) -> Any:
         self.calls += 1
+        if self.labels_arg is not None:  # a device array the kit made: its shape is true
+            self.rows += int(args[self.labels_arg].shape[0])
         self.recorder.begin(COUNT)
         try:
             return self.fn(*args)
@@ -208,7 +219,8 @@ def run_combined(n: int, case: dict, comm: Any, submission: Path,
     gemm = make_gemm("cublas" if select().on_gpu else "host", submission)
     engine = DeviceEngine(submission, network.glorot_uniform(config.sizes(features),
                                                              config.seed), config, gemm)
-    counted = {name: Counted(getattr(engine, name), recorder) for name in NETWORK_CALLS}
+    counted = {name: Counted(getattr(engine, name), recorder,
+                             3 if name == "backward" else None) for name in NETWORK_CALLS}
     for name, fn in counted.items():
         setattr(engine, name, fn)
     if case["ranks"] == 1:
@@ -217,7 +229,8 @@ def run_combined(n: int, case: dict, comm: Any, submission: Path,
         train_mpi(comm, engine, data, config, folder_functions(submission))
     return {**engine.host_params().named(),
             "calls": np.array([counted[k].calls for k in NETWORK_CALLS], np.int64),
-            "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64)}
+            "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64),
+            "rows": np.array([counted["backward"].rows], np.int64)}
 
 
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,

@@ -34,6 +34,7 @@ SUBMISSIONS = {
     "net_lr_applied_twice": BUGS / "net_lr_applied_twice.toml",  # Part 2 bug
     "no_communication": CHEAT,  # Part 3 functions that never combine the ranks' gradients
     "combined_host_sgd": CHEAT.parent / "combined_host_sgd",  # an SGD step on the host
+    "combined_broadcast": CHEAT.parent / "combined_broadcast",  # every rank gets every row
 }
 SLOW = {"allreduce_averages_twice", "no_communication", "combined_host_sgd"}
 
@@ -79,6 +80,15 @@ def test_the_solution_gets_the_item(graded, name):
     # Well inside the derived bound: only the order of float32 sums differs.
     assert 0 <= split["relative_max_norm"] < split["tolerance"] / 10
     assert item.figures["complete"] and not item.figures["timed_out"]
+
+
+@pytest.mark.parametrize("name", _names(["combined_broadcast"]))
+def test_ranks_that_each_train_on_every_row_lose_the_item(graded, name):
+    """A scatter that copies the batch to every rank and an all-reduce that adds nothing
+    make each rank train as one process: the rows each rank trained on give it away."""
+    item = graded[name]
+    assert item.points == 0 and "rows between them" in item.message, item.message
+    assert "a Part 3 problem" in item.message
 
 
 @pytest.mark.parametrize("name", _names(["allreduce_averages_twice", "no_communication"]))
