@@ -12,19 +12,25 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import sys
 import warnings
 from pathlib import Path
 
+from grader import safe_io
 from grader.course.testcells import CellResult, CheckCell, Student, open_gradebook
+from grader.reports.report import write_atomic
 from nnkit.submission import KIT_ROOT
 
 
 def _timestamp(folder: Path) -> dict:
     """nbgrader's submission time, when the submission carries one."""
-    stamp = folder / "timestamp.txt"
-    return {"timestamp": stamp.read_text().strip()} if stamp.is_file() else {}
+    stamp = folder / "timestamp.txt"  # the student's folder: read as any student file
+    try:
+        return {"timestamp": safe_io.read_text(stamp, 100).strip()}
+    except (OSError, ValueError):
+        return {}
 
 
 def save_scores(course: Path, students: list[Student], assignments: list[str],
@@ -117,18 +123,21 @@ def write_gradebook(course: Path, assignments: list[str], students: list[str],
     header += ["nbgrader_total", "nbgrader_max", *(f"kit:{i}" for i in items), "kit_total",
                "kit_max", "total", "max_total"]
     path = course / "gradebook.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        for student in students:
-            scores = [nb.get(student, {}).get(a, (0.0, 0.0)) for a in assignments]
-            nb_total, nb_max = sum(s for s, _ in scores), sum(m for _, m in scores)
-            row = kit.get(student, {})
-            kit_total, kit_max = float(row.get("total") or 0), float(row.get("max_total") or 0)
-            writer.writerow([student, *[f"{x:g}" for pair in scores for x in pair],
-                             f"{nb_total:g}", f"{nb_max:g}", *(row.get(i, "") for i in items),
-                             f"{kit_total:g}", f"{kit_max:g}", f"{nb_total + kit_total:g}",
-                             f"{nb_max + kit_max:g}"])
+    # Written whole, then renamed over the old file: it is also what merge_manual reads
+    # the nbgrader columns back from, so a half-written one would lose them.
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    for student in students:
+        scores = [nb.get(student, {}).get(a, (0.0, 0.0)) for a in assignments]
+        nb_total, nb_max = sum(s for s, _ in scores), sum(m for _, m in scores)
+        row = kit.get(student, {})
+        kit_total, kit_max = float(row.get("total") or 0), float(row.get("max_total") or 0)
+        writer.writerow([student, *[f"{x:g}" for pair in scores for x in pair],
+                         f"{nb_total:g}", f"{nb_max:g}", *(row.get(i, "") for i in items),
+                         f"{kit_total:g}", f"{kit_max:g}", f"{nb_total + kit_total:g}",
+                         f"{nb_max + kit_max:g}"])
+    write_atomic(path, buffer.getvalue())
     return path
 
 
