@@ -1,0 +1,225 @@
+"""Timing windows (grader/isolation/windows.py, gpus.Gate, grader/worker/window.py): a timed
+job gets its GPU alone around its timed calls only; the other jobs there are frozen and
+their time limits stretched, or waited for when they cannot be frozen. Frozen cgroups
+need cgroup v2 (a GPU machine's); here they are stood in for by objects that say so."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from grader.isolation import gpus, runner, windows
+from grader.worker import window as worker_window
+from nnkit.timing import capture
+
+
+class FakeCgroup:
+    def __init__(self, can: bool = True) -> None:
+        self.can, self.on, self.calls = can, False, []
+
+    def freeze(self, on: bool) -> bool:
+        self.calls.append(on)
+        if self.can:
+            self.on = on
+        return self.can
+
+    def frozen(self) -> bool:
+        return self.on
+
+
+def _in_thread(fn, *args) -> threading.Thread:
+    t = threading.Thread(target=fn, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_window_freezes_the_other_jobs_and_thaws_them_after():
+    gate = gpus.Gate(4)
+    me, other = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.start(other)
+    gate.open_window(me)
+    assert other.cgroup.on and not me.cgroup.calls  # the timed job itself runs on
+    time.sleep(0.05)
+    assert other.paused_now() >= 0.05  # its limit stretches while it is frozen
+    gate.close_window()
+    assert not other.cgroup.on and other.frozen_at is None
+    assert other.paused >= 0.05
+
+
+def test_no_job_starts_while_a_window_is_open():
+    gate = gpus.Gate(4)
+    me = gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.open_window(me)
+    late = gpus.RunningJob(FakeCgroup())
+    t = _in_thread(gate.start, late)
+    time.sleep(0.1)
+    assert t.is_alive() and late not in gate.running
+    gate.close_window()
+    t.join(2)
+    assert late in gate.running
+
+
+def test_a_job_that_cannot_be_frozen_is_waited_for():
+    gate = gpus.Gate(4)
+    me, stuck = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup(can=False))
+    frozen = gpus.RunningJob(FakeCgroup())
+    for job in (me, stuck, frozen):
+        gate.start(job)
+    opened = threading.Event()
+    t = _in_thread(lambda: (gate.open_window(me), opened.set()))
+    time.sleep(0.1)
+    assert not opened.is_set()  # the GPU is not this job's while `stuck` runs
+    assert not frozen.cgroup.on  # and the others were let go on to their end
+    gate.end(stuck)
+    time.sleep(0.05)
+    assert not opened.is_set()
+    gate.end(frozen)
+    t.join(2)
+    assert opened.is_set()
+    gate.close_window()
+
+
+def test_a_window_and_a_whole_job_alone_exclude_each_other():
+    gate = gpus.Gate(2)
+    me = gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.open_window(me)
+    got = threading.Event()
+    t = _in_thread(lambda: (gate.acquire_exclusive(), got.set()))
+    time.sleep(0.1)
+    assert not got.is_set()
+    gate.close_window()
+    t.join(2)
+    assert got.is_set()
+    gate.release_exclusive()
+
+
+class FakeWorker:
+    """The worker's end of the pipes, driven by the test."""
+
+    def __init__(self, server: windows.WindowServer) -> None:
+        self.grants, self.asks = server.child_fds
+        self.grants, self.asks = os.dup(self.grants), os.dup(self.asks)
+
+    def say(self, what: bytes, reply: bool = True) -> bytes:
+        os.write(self.asks, what)
+        return os.read(self.grants, 1) if reply else b""
+
+    def leave(self) -> None:
+        os.close(self.grants)
+        os.close(self.asks)
+
+
+def _served(count: int):
+    gate = gpus.Gate(4)
+    me, other = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.start(other)
+    server = windows.WindowServer(gate, me, count)
+    worker = FakeWorker(server)
+    server.start()
+    return gate, other, server, worker
+
+
+def test_the_server_grants_windows_and_no_more_than_its_count():
+    gate, other, server, worker = _served(2)
+    assert worker.say(windows.ASK) == windows.GRANT
+    assert other.cgroup.on
+    worker.say(windows.DONE, reply=False)
+    assert worker.say(windows.ASK) == windows.GRANT
+    worker.say(windows.DONE, reply=False)
+    assert worker.say(windows.ASK) == b""  # a third: the grader has closed its end
+    time.sleep(0.05)
+    assert not other.cgroup.on and not gate.window
+    worker.leave()
+    server.close()
+    assert server.opened == 2
+
+
+def test_a_busy_gpu_makes_the_others_end_first():
+    gate, other, server, worker = _served(1)
+    assert worker.say(windows.ASK) == windows.GRANT
+    os.write(worker.asks, windows.BUSY)
+    time.sleep(0.1)
+    assert not other.cgroup.on  # let go on, to its end
+    gate.end(other)
+    assert os.read(worker.grants, 1) == windows.GRANT
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+    assert server.drained == 1 and not gate.window
+
+
+def test_a_window_held_too_long_is_closed(monkeypatch):
+    monkeypatch.setattr(windows, "WINDOW_SECONDS", 0.2)
+    gate, other, server, worker = _served(3)
+    assert worker.say(windows.ASK) == windows.GRANT
+    time.sleep(0.5)
+    assert not other.cgroup.on and not gate.window
+    assert worker.say(windows.ASK) == b""  # no more windows for this job
+    worker.leave()
+    server.close()
+
+
+def test_a_worker_that_dies_in_its_window_closes_it():
+    gate, other, server, worker = _served(2)
+    assert worker.say(windows.ASK) == windows.GRANT
+    worker.leave()
+    server.close()  # returns: the server saw the end of its pipe
+    assert not other.cgroup.on and not gate.window
+
+
+def test_the_worker_side_asks_checks_and_says_done(monkeypatch):
+    gate, other, server, worker = _served(2)
+    monkeypatch.setattr(worker_window, "gpu_idle", lambda clock: False)  # busy once
+    monkeypatch.setattr(worker_window, "spin_up", lambda: None)
+    job_window = worker_window.Window([worker.grants, worker.asks], capture())
+    drained = []
+
+    def end_other_soon():
+        time.sleep(0.1)
+        drained.append(other.cgroup.on)
+        gate.end(other)
+
+    t = _in_thread(end_other_soon)
+    with job_window.alone():
+        assert gate.window and server.drained == 1
+    t.join(2)
+    assert drained == [False]
+    time.sleep(0.05)
+    assert not gate.window
+    worker.leave()
+    server.close()
+
+
+def test_no_window_means_the_block_just_runs(monkeypatch):
+    spun = []
+    monkeypatch.setattr(worker_window, "spin_up", lambda: spun.append(1))
+    with worker_window.Window(None, capture()).alone():
+        pass
+    assert spun == [1]
+
+
+def test_a_refused_window_is_an_error_of_the_timed_calls(monkeypatch):
+    gate, other, server, worker = _served(0)  # no window at all
+    monkeypatch.setattr(worker_window, "spin_up", lambda: None)
+    with pytest.raises(worker_window.NoWindow):
+        with worker_window.Window([worker.grants, worker.asks], capture()).alone():
+            pass
+    worker.leave()
+    server.close()
+
+
+def test_time_spent_frozen_does_not_count_against_the_limit():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    job = gpus.RunningJob(None, paused=1.5)
+    assert runner.wait_for(proc, 1.0, job)  # 1.5 s of work, 1 s limit, 1.5 s frozen
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    assert not runner.wait_for(proc, 0.5, gpus.RunningJob(None))
+    proc.kill()
+    proc.wait()
