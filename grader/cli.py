@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "to use (at most those visible)")
     parser.add_argument("--jobs-per-gpu", type=int, default=None,
                         help="on GPUs, workers sharing one GPU (default: half the cores "
-                             "per GPU, 1 to 8); a timed job always has its GPU alone")
+                             "per GPU, 1 to 8); timed calls always have their GPU alone")
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")

@@ -12,9 +12,10 @@ and serves its requests, one byte each:
     worker -> grader  D   "done timing": the others go on
 
 The pipe is the worker's, so submitted code can write to it too: all it can do is ask
-for windows it would get anyway. Each job gets at most `count` windows of at most
-WINDOW_SECONDS each; past that the grader closes its ends, and the worker's next request
-fails (its timings are then missing, which costs only that job). Frozen jobs' time limits
+for windows it would get anyway, or spoil its own. Each job gets at most `count` windows,
+each closed after WINDOW_SECONDS whatever the worker says; past `count` the grader closes
+its ends, and the worker's next request fails (its timings are then missing, which costs
+only that job). A byte out of turn ends the job's windows too. Frozen jobs' time limits
 are stretched by the time they spent frozen (gpus.RunningJob.paused), and the timed job's
 by the time it waited for its window.
 """
@@ -72,11 +73,12 @@ class WindowServer:
             except OSError:
                 pass
 
-    def _read(self, timeout: float | None) -> bytes:
-        """One request byte; b"" at end of file or when timeout passed."""
+    def _read(self, timeout: float | None) -> bytes | None:
+        """One request byte; b"" at end of file (the job ended), None when timeout
+        passed first."""
         ready, _, _ = select.select([self._asks_r], [], [], timeout)
         if not ready:
-            return b""
+            return None
         try:
             return os.read(self._asks_r, 1)
         except OSError:
@@ -91,30 +93,15 @@ class WindowServer:
 
     def _serve(self) -> None:
         try:
+            late = False  # a window closed for its length: its DONE is still to come
             while self.opened < self.count:
-                if self._read(None) != ASK:
+                request = self._read(None)
+                if late and request == DONE:
+                    late = False
+                    continue
+                if request != ASK:
                     return  # end of file (the job ended) or a byte out of turn
-                asked = time.monotonic()
-                self.gate.open_window(self.me)
-                self.me.paused += time.monotonic() - asked
-                self.opened += 1
-                try:
-                    if not self._grant():
-                        return
-                    answer = self._read(WINDOW_SECONDS)
-                    if answer == BUSY:
-                        self.drained += 1
-                        self.gate.close_window()
-                        asked = time.monotonic()
-                        self.gate.open_window(self.me, drain=True)
-                        self.me.paused += time.monotonic() - asked
-                        if not self._grant():
-                            return
-                        answer = self._read(WINDOW_SECONDS)
-                    if answer != DONE:
-                        return
-                finally:
-                    self.gate.close_window()
+                late = not self._window()
         finally:
             # No more windows: the worker's next request reads end of file.
             try:
@@ -122,3 +109,28 @@ class WindowServer:
             except OSError:
                 pass
             self._grants_w = -1
+
+    def _window(self) -> bool:
+        """One window, from the grant to the worker's DONE (True), or until it was held
+        WINDOW_SECONDS (False: the others go on; so does the slow kernel's timing, which
+        scores nothing at that length anyway, and the job's next window is served)."""
+        asked = time.monotonic()
+        self.gate.open_window(self.me)
+        self.me.paused += time.monotonic() - asked
+        self.opened += 1
+        try:
+            if not self._grant():
+                return True
+            answer = self._read(WINDOW_SECONDS)
+            if answer == BUSY:
+                self.drained += 1
+                self.gate.close_window()
+                asked = time.monotonic()
+                self.gate.open_window(self.me, drain=True)
+                self.me.paused += time.monotonic() - asked
+                if not self._grant():
+                    return True
+                answer = self._read(WINDOW_SECONDS)
+            return answer is not None
+        finally:
+            self.gate.close_window()

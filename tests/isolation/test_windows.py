@@ -161,9 +161,13 @@ def test_a_window_held_too_long_is_closed(monkeypatch):
     assert worker.say(windows.ASK) == windows.GRANT
     time.sleep(0.5)
     assert not other.cgroup.on and not gate.window
-    assert worker.say(windows.ASK) == b""  # no more windows for this job
+    worker.say(windows.DONE, reply=False)  # late: the window was closed already
+    assert worker.say(windows.ASK) == windows.GRANT  # the job's next window is served
+    assert other.cgroup.on
+    worker.say(windows.DONE, reply=False)
     worker.leave()
     server.close()
+    assert server.opened == 2 and not gate.window
 
 
 def test_a_worker_that_dies_in_its_window_closes_it():
