@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,7 +113,8 @@ _announced = threading.Event()
 def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
                launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
                extra_env: dict[str, str] | None = None,
-               inputs: dict[str, np.ndarray] | None = None, windows: int = 0) -> WorkerRun:
+               inputs: dict[str, np.ndarray] | None = None, windows: int = 0,
+               shared: bool = True) -> WorkerRun:
     """Run `module` (of grader/worker/) on `job` inside workdir; the job's outdir is
     created there. launcher goes before the interpreter (say, mpiexec's command: every
     process it starts is confined and killed with the job alike); extra_env is added to
@@ -119,19 +122,97 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
     the job's folder, where the worker reads them before it imports the submission.
     windows: a timed job's number of timed stretches, each of which needs the GPU alone
     (grader/isolation/windows.py) where its jobs can be frozen; elsewhere the job holds
-    the GPU alone from start to end."""
-    entered = time.time()
+    the GPU alone from start to end.
+
+    A job that shared its GPU and ran out of GPU memory is run once more with the GPU to
+    itself, from a copy of its folder as it was before the first run: another
+    submission's job may have held the memory (cgroups do not limit GPU memory, and a
+    job frozen for a timing window keeps what it allocated)."""
     settings = sandbox.current()
     caps = probe.capabilities(settings, on_gpu)
-    gate = gpus.current_gate() if windows else None
+    gate = gpus.current_gate() if on_gpu and shared else None
     if windows and (gate is None or caps.cgroup != "v2"):
         with gpus.exclusive():  # nothing to freeze others with: the whole job alone
             return run_worker(job, workdir, timeout, on_gpu, launcher=launcher,
-                              module=module, extra_env=extra_env, inputs=inputs)
+                              module=module, extra_env=extra_env, inputs=inputs,
+                              shared=False)
+    workdir = Path(workdir).resolve()
+    aside = _set_aside(workdir) if gate is not None else None
+    try:
+        run = _attempt(job, workdir, timeout, on_gpu, launcher, module, extra_env, inputs,
+                       settings, caps, gate, windows)
+        if aside is None or not out_of_gpu_memory(run) or stopping():
+            return run
+        again = workdir.with_name(workdir.name + "-alone")
+        shutil.rmtree(again, ignore_errors=True)
+        shutil.copytree(aside, again, symlinks=True)
+        print(f"{workdir}: out of GPU memory beside other jobs; run again alone",
+              file=sys.stderr)
+        with gpus.exclusive():
+            return run_worker(_moved(job, workdir, again), again, timeout, on_gpu,
+                              launcher=launcher, module=module, extra_env=extra_env,
+                              inputs=inputs, shared=False)
+    finally:
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+OUT_OF_GPU_MEMORY = re.compile(r"out of memory|OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+                               re.IGNORECASE)
+ERROR_BYTES = 64 << 10  # of each .err file, for the check above
+
+
+def out_of_gpu_memory(run: WorkerRun) -> bool:
+    """Whether the job's output or one of its error files says CUDA ran out of memory
+    (CuPy's OutOfMemoryError, numba's CUDA_ERROR_OUT_OF_MEMORY, the runtime's
+    cudaErrorMemoryAllocation). A submission can print the words itself: it then gets
+    its job run again alone, which costs the class a little time and gains it nothing."""
+    if OUT_OF_GPU_MEMORY.search(run.output_tail):
+        return True
+    try:
+        errors = sorted(run.outdir.glob("*.err"))[:200]
+    except OSError:
+        return False
+    for path in errors:
+        try:
+            if OUT_OF_GPU_MEMORY.search(safe_io.read_text(path, ERROR_BYTES)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _set_aside(workdir: Path) -> Path:
+    """A copy of the job's folder before it runs (the submission's copy, input files the
+    job removes once read), in a folder of the grader's beside it."""
+    aside = workdir.with_name(workdir.name + "-aside")
+    shutil.rmtree(aside, ignore_errors=True)
+    if workdir.exists():
+        shutil.copytree(workdir, aside, symlinks=True)
+    else:
+        aside.mkdir(parents=True)
+    aside.chmod(0o700)
+    return aside
+
+
+def _moved(value, old: Path, new: Path):
+    """value (a job) with every path inside old rewritten to the same place inside new."""
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_moved(v, old, new) for v in value]
+    if isinstance(value, str) and (value == str(old) or value.startswith(str(old) + "/")):
+        return str(new) + value[len(str(old)):]
+    return value
+
+
+def _attempt(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
+             extra_env: dict[str, str] | None, inputs: dict[str, np.ndarray] | None,
+             settings, caps, gate, windows: int) -> WorkerRun:
+    entered = time.time()
     if not _announced.is_set():
         _announced.set()
         print(f"sandbox: {caps.describe(settings)}", file=sys.stderr)
-    workdir = Path(workdir).resolve()
     outdir = workdir / "out"
     outdir.mkdir(parents=True, exist_ok=True)
     memory = (settings.memory_mb_gpu if on_gpu else settings.memory_mb_simulator
@@ -145,7 +226,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
         np.savez(workdir / "inputs.npz", **inputs)
         job["inputs"] = "inputs.npz"
     me = gpus.RunningJob(None)
-    server = WindowServer(gate, me, windows) if gate is not None else None
+    server = WindowServer(gate, me, windows) if gate is not None and windows else None
     try:
         if server is not None:
             job["window"] = list(server.child_fds)

@@ -227,3 +227,79 @@ def test_time_spent_frozen_does_not_count_against_the_limit():
     assert not runner.wait_for(proc, 0.5, gpus.RunningJob(None))
     proc.kill()
     proc.wait()
+
+
+def _run(tmp_path, tail: str = "", errors: dict | None = None) -> runner.WorkerRun:
+    out = tmp_path / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in (errors or {}).items():
+        (out / name).write_text(text)
+    return runner.WorkerRun(out, 1, False, tail, None, 1.0)
+
+
+def test_running_out_of_gpu_memory_is_recognised(tmp_path):
+    cupy = "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 4,096 bytes"
+    numba = ("CudaAPIError: [2] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
+    assert runner.out_of_gpu_memory(_run(tmp_path / "a", tail=cupy))
+    assert runner.out_of_gpu_memory(_run(tmp_path / "b", errors={"case-3.err": numba}))
+    assert not runner.out_of_gpu_memory(_run(tmp_path / "c", tail="MemoryError",
+                                              errors={"case-0.err": "IndexError"}))
+    linked = _run(tmp_path / "d")
+    (tmp_path / "d" / "elsewhere.txt").write_text(cupy)
+    (linked.outdir / "case-0.err").symlink_to(tmp_path / "d" / "elsewhere.txt")
+    assert not runner.out_of_gpu_memory(linked)  # a link is not read
+
+
+def test_a_job_out_of_gpu_memory_beside_others_runs_again_alone(tmp_path, monkeypatch):
+    """From its folder as it was before the first run (which may have changed its copy),
+    its paths moved there, with the GPU to itself."""
+    workdir = tmp_path / "gemm-naive"
+    (workdir / "submission").mkdir(parents=True)
+    (workdir / "submission" / "gemm_1_naive.py").write_text("honest = True\n")
+    (workdir / "rank-1").mkdir()
+    (workdir / "rank-1" / "inputs.npz").write_text("read once, then removed")
+    calls, alone = [], []
+
+    def attempt(job, where, *args):
+        calls.append((job, where))
+        if len(calls) == 1:
+            (where / "submission" / "gemm_1_naive.py").write_text("honest = False\n")
+            (where / "rank-1" / "inputs.npz").unlink()
+            return _run(tmp_path / "first", tail="CUDA_ERROR_OUT_OF_MEMORY")
+        return _run(tmp_path / "second")
+
+    monkeypatch.setattr(runner, "_attempt", attempt)
+    monkeypatch.setattr(gpus, "current_gate", lambda: gpus.Gate(4))
+    monkeypatch.setattr(gpus, "exclusive", lambda: _Alone(alone))
+    job = {"kind": "gemm", "submission": str(workdir.resolve() / "submission"),
+           "other": "/elsewhere/submission"}
+    run = runner.run_worker(job, workdir, 10, on_gpu=True)
+    assert run.outdir == tmp_path / "second" / "results"
+    assert len(calls) == 2 and alone == ["in", "out"]
+    job2, where2 = calls[1]
+    assert where2 == workdir.resolve().with_name("gemm-naive-alone")
+    assert job2["submission"] == str(where2 / "submission")
+    assert job2["other"] == "/elsewhere/submission"
+    assert (where2 / "submission" / "gemm_1_naive.py").read_text() == "honest = True\n"
+    assert (where2 / "rank-1" / "inputs.npz").exists()
+    assert not workdir.resolve().with_name("gemm-naive-aside").exists()
+
+
+def test_a_job_out_of_memory_alone_is_not_run_again(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "_attempt", lambda *a: calls.append(a) or _run(
+        tmp_path / "r", tail="Out of memory allocating"))
+    monkeypatch.setattr(gpus, "current_gate", lambda: None)  # the GPU is the job's alone
+    runner.run_worker({"kind": "gemm"}, tmp_path / "w", 10, on_gpu=True)
+    assert len(calls) == 1
+
+
+class _Alone:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("in")
+
+    def __exit__(self, *exc):
+        self.log.append("out")

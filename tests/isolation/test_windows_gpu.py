@@ -70,3 +70,37 @@ def test_a_busy_gpu_does_not_slow_another_submissions_timing(tmp_path):
     hogged = [r["total"] for r in jobs if r.get("module") == "gemm_1_naive"]
     assert max(hogged) > 10, "the hog never held the GPU: the test proves nothing"
     assert windows, "no timed job asked for a window (cgroup v2 and root needed)"
+
+
+# At import: hold all but about 1 GiB of the GPU's memory for a while, then behave.
+MEMORY_HOG = '''
+import time
+
+from nnkit.backend import cuda as _cuda
+
+_held = _cuda.device_array(HOLD_FLOATS, dtype=np.float32)
+time.sleep(20)
+'''
+
+
+def test_a_job_that_holds_the_gpus_memory_does_not_cost_another_its_points(tmp_path):
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    hold = max(free - (1 << 30), 0) // 4
+    subs = tmp_path / "subs"
+    for name in ("solution_a", "memory_hog"):
+        shutil.copytree(KIT_ROOT / "solution", subs / name)
+    hog = subs / "memory_hog" / "gemm_1_naive.py"
+    source = hog.read_text()
+    start = source.index("# Threads per block")
+    hog.write_text(source[:start] + MEMORY_HOG.replace("HOLD_FLOATS", str(hold)).lstrip()
+                   + "\n\n" + source[start:])
+    result = run_kit("grader", str(subs / "memory_hog"), str(subs / "solution_a"),
+                     "--parts", "gemm", "--kernels", "naive,shared", "--jobs-per-gpu", "4",
+                     "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(result.stderr[-3000:])
+    report = json.loads((tmp_path / "out" / "solution_a.json").read_text())
+    for item in report["items"]:
+        assert item["points"] == item["max_points"], (item["id"], item["message"])
