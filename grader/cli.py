@@ -197,7 +197,7 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         per_gpu = args.jobs_per_gpu or default_jobs_per_gpu(len(ids))
         slots = gpus.GpuSlots(ids, per_gpu)
         jobs = slots.threads
-        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed jobs alone on "
+        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed calls alone on "
                  f"their GPU)")
     print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
           file=sys.stderr)
