@@ -223,9 +223,14 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
                               REDUCED_ACCURACY, checks=acc_checks)
     agreement = _training_item("net.agreement", config, agree_checks, figures,
                                plan.description, integrity)
+    try:
+        audited = launch_pattern(safe_io.read_json(run.outdir / f"train-{SPEED_MODE}.json",
+                                                   4 << 20))
+    except (OSError, ValueError):
+        audited = None
     return [agreement, accuracy,
             speed_item(submission, workroot, config, on_gpu, reference, agreement,
-                       gpus.for_current(speed))]
+                       gpus.for_current(speed), audited or {})]
 
 
 def _steps(plan: TrainingPlan) -> int:
@@ -240,21 +245,64 @@ def _audit_problem(outdir: Path, m: int) -> str | None:
     recorded in full replay to the same outputs?"""
     try:
         raw = safe_io.read_json(outdir / f"train-{m}.json", 4 << 20)
-        silent, audits = raw["silent"], raw["audits"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
+        return "no record of the training calls"
+    return audit_problem(raw)
+
+
+def audit_problem(raw: object) -> str | None:
+    """The verdict on a training's audit record (grader/worker/net.py's audit_record):
+    None when every call launched the submission's kernels and every call recorded in
+    full replayed to its outputs."""
+    try:
+        silent, audits = dict(raw["silent"]), list(raw["audits"])
+    except (KeyError, TypeError, ValueError):
         return "no record of the training calls"
     for name, count in silent.items():
         if count:
-            return (f"{count} call(s) of {name}() launched none of the submission's kernels: "
-                    "training must run on your kernels")
+            return (f"{count} call(s) of {safe_io.clean_text(name, 40)}() launched none of "
+                    "the submission's kernels: training must run on your kernels")
     if not audits:
         return "no training call was recorded in full"
     for entry in audits:
+        if not isinstance(entry, dict):
+            return "no record of the training calls"
         if entry.get("missing") or not entry.get("worst_relative_difference", 0) <= REPLAY_TOL:
             return NOT_REPRODUCED.format(
                 why=f"call {entry.get('call')} of {entry.get('function')}(): "
                     f"{entry.get('missing')} output(s) not in memory its kernels touched, "
                     f"largest relative difference {entry.get('worst_relative_difference')}")
+    return None
+
+
+def launch_pattern(raw: object) -> dict[str, dict[str, int]] | None:
+    """Per training function, how many calls launched how many of the submission's
+    kernels ({"forward": {"7": 610}, ...}), from an audit record; None if unreadable."""
+    try:
+        return {str(name): {str(int(k)): int(v) for k, v in dict(counts).items()}
+                for name, counts in dict(raw["launches"]).items()}
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
+def pattern_problem(timed: dict | None, audited: dict | None) -> str | None:
+    """Why the timed run's launch pattern is not the audited run's, or None. Both ran the
+    same mode on the same batches, so a network that does its work the same way launches
+    the same number of its kernels in every corresponding call."""
+    if audited is None:
+        return None  # no audited run to compare with (the solution's yardstick)
+    if timed is None:
+        return "the timed training left no record of its kernel launches"
+    for name in sorted(set(timed) | set(audited)):
+        mine, want = timed.get(name, {}), audited.get(name, {})
+        if mine != want:
+            def say(pattern: dict[str, int]) -> str:
+                return ", ".join(f"{c} call(s) launching {k}" for k, c in sorted(
+                    pattern.items(), key=lambda kv: int(kv[0]))[:4]) or "no call"
+            return (f"it launched your kernels otherwise than the audited training of the "
+                    f"same mode: {safe_io.clean_text(name, 40)}(): {say(mine)} when timed, "
+                    f"{say(want)} when audited (a timed run must do its work as the "
+                    "audited one does)")
     return None
 
 
@@ -312,15 +360,35 @@ class SpeedRun:
     epochs: list[float]
 
 
+def speed_audit_steps(reference: ReferenceTraining, secret: int) -> list[int]:
+    """The timed run's steps recorded in full and replayed, drawn from the secret (the
+    same for the solution and the submissions of a run): AUDITED_CALLS of them, fewer
+    than an epoch's steps, so that no epoch is left without a timed step."""
+    plan, mode = reference.plan, reference.plan.modes[SPEED_MODE]
+    train = getattr(reference.data, "train", None)
+    rows = len(train) if train is not None else int(
+        (plan.data.get("limit") or 54000) * (1 - plan.data.get("val_fraction", 0.1)))
+    per_epoch = max(1, -(-rows // mode["batch"]))
+    total = per_epoch * mode["epochs"]
+    count = min(AUDITED_CALLS, max(per_epoch - 1, 1), total)
+    rng = np.random.default_rng(derived(secret, "net", "speed-audit"))
+    return sorted(int(x) for x in rng.choice(total, count, replace=False))
+
+
 def time_training(copy: Path, workdir: Path, config: Config, reference: ReferenceTraining,
-                  on_gpu: bool = True) -> SpeedRun:
+                  on_gpu: bool = True, audited: dict | None = None) -> SpeedRun:
     """The network in `copy` trained in the speed mode by a worker, timed per epoch (on a
-    GPU for grading; in the simulator only to test the job)."""
+    GPU for grading; in the simulator only to test the job). Its calls are audited as
+    the training job's; `audited`: the launch pattern of the submission's audited
+    training of the same mode (launch_pattern), which the timed run must repeat, or None
+    (the solution, timed as the yardstick)."""
     plan = reference.plan
     limit = _limit(config, on_gpu)
     # The GPU to itself for its timed epochs (one timing window), as Part 1's kernels.
     run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
-                      "mode": plan.modes[SPEED_MODE]}, workdir, limit, on_gpu, windows=1)
+                      "mode": plan.modes[SPEED_MODE],
+                      "audit_calls": speed_audit_steps(reference, config.secret)},
+                     workdir, limit, on_gpu, windows=1)
     stopped = guard.stop_message(run.outdir) or run.stop_reason(limit)
     ref_params = reference.params[SPEED_MODE]
     got, problem = _load_params(run.outdir, "speed", ref_params, stopped)
@@ -331,10 +399,13 @@ def time_training(copy: Path, workdir: Path, config: Config, reference: Referenc
         return SpeedRun(None, f"the timed training does not agree with the reference "
                               f"(relative max-norm {worst:.1e} > {AGREEMENT_TOL:g})", [])
     try:
-        epochs = [float(x) for x in safe_io.read_json(run.outdir / "speed.json",
-                                                      1 << 16)["seconds"]]
+        raw = safe_io.read_json(run.outdir / "speed.json", 1 << 20)
+        epochs = [float(x) for x in raw["seconds"]]
     except (OSError, ValueError, KeyError, TypeError):
         return SpeedRun(None, "the timed training left no readable epoch times", [])
+    unaudited = audit_problem(raw) or pattern_problem(launch_pattern(raw), audited)
+    if unaudited:
+        return SpeedRun(None, f"the timed training: {unaudited}", [])
     if len(epochs) != plan.modes[SPEED_MODE]["epochs"] or not all(
             np.isfinite(t) and t > 0 for t in epochs):
         return SpeedRun(None, f"the timed training's epoch times are not valid: {epochs[:20]}",
@@ -358,9 +429,11 @@ def measure_speed_reference(config: Config, workroot: Path,
 
 def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
                reference: ReferenceTraining, agreement: ItemResult,
-               solution_seconds: float | None) -> ItemResult:
+               solution_seconds: float | None, audited: dict | None = None) -> ItemResult:
     """net.performance: the mean epoch over the solution's, as Part 1's speed items
-    score a kernel (speed_share of the ratio); timed only once the network agrees."""
+    score a kernel (speed_share of the ratio); timed only once the network agrees.
+    audited: the launch pattern of the submission's audited training of the speed mode
+    ({} when there is none, which no timed run matches)."""
     item_id = "net.performance"
     title, max_points = config.title(item_id), config.points(item_id)
     if not on_gpu:
@@ -374,7 +447,8 @@ def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
                           "not timed: the network must pass net.agreement first")
     workdir = workroot / "net_speed"
-    timed = time_training(fresh_copy(workdir, submission), workdir, config, reference)
+    timed = time_training(fresh_copy(workdir, submission), workdir, config, reference,
+                          audited=audited if audited is not None else {})
     if timed.seconds is None:
         return ItemResult(item_id, title, max_points, 0.0, FAIL, timed.message)
     ratio = timed.seconds / solution_seconds
