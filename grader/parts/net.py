@@ -116,6 +116,9 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     workdir = workroot / "net_units"
     copy = fresh_copy(workdir, submission)
     replay = _replayed(cases, on_gpu, config)
+    # The policy reads the copy before the job runs: the job may rewrite its own files.
+    rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
+             for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
                       "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
                      inputs=job_inputs(cases, config.secret))
@@ -124,8 +127,6 @@ def grade_units(submission: Path, workroot: Path, config: Config,
                            n in replay)
                 for n, c in enumerate(cases)]
     stopped_by_guard = guard.stop_message(run.outdir)
-    rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
-             for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
@@ -157,7 +158,7 @@ def _replayed(cases: list[dict], on_gpu: bool, config: Config) -> list[int]:
 
 # Items whose functions live in net_2_backprop.py (the policy is checked per module).
 BACKPROP_ITEMS = ("net.sgd", "net.forward", "net.backward")
-AUDITED_CALLS = 3  # training calls of each function recorded in full and replayed
+AUDITED_CALLS = 4  # training calls of each function recorded in full and replayed, per mode
 REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
 
 
@@ -170,15 +171,14 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     plan = reference.plan
     workdir = workroot / "net_train"
     copy = fresh_copy(workdir, submission)
-    steps = _steps(plan)
-    rng = np.random.default_rng(derived(config.secret, "net", "audit"))
-    audit = sorted({0, *(int(x) for x in rng.integers(0, max(steps, 1), AUDITED_CALLS - 1))})
+    # The policy reads the copy before the job runs: the job may rewrite its own files.
+    rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
-                      "modes": plan.modes, "audit_calls": audit}, workdir,
-                     _limit(config, on_gpu), on_gpu)
+                      "modes": plan.modes,
+                      "audit_calls": training_audits(reference, config.secret)},
+                     workdir, _limit(config, on_gpu), on_gpu)
     stopped_by_guard = guard.stop_message(run.outdir)
     stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
-    rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     agree_checks, acc_checks = [], []
     integrity: str | None = None
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
@@ -233,11 +233,26 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
                        gpus.for_current(speed), audited or {})]
 
 
-def _steps(plan: TrainingPlan) -> int:
-    """Minibatch steps of the shortest training mode (audited calls are drawn below it)."""
-    rows = plan.data.get("limit") or 54000
-    rows = int(rows * (1 - plan.data.get("val_fraction", 0.1)))
-    return min(max(1, -(-rows // m["batch"])) * m["epochs"] for m in plan.modes)
+def _epoch_steps(reference: ReferenceTraining, mode: dict) -> int:
+    """Minibatch steps of one epoch of `mode` on the reference's training rows."""
+    train = getattr(reference.data, "train", None)
+    plan = reference.plan
+    rows = len(train) if train is not None else int(
+        (plan.data.get("limit") or 54000) * (1 - plan.data.get("val_fraction", 0.1)))
+    return max(1, -(-rows // mode["batch"]))
+
+
+def training_audits(reference: ReferenceTraining, secret: int) -> list[list[int]]:
+    """Per training mode, the calls of each function recorded in full and replayed: the
+    first, the last (a network that puts right parameters in place at the end of a wrong
+    training is caught there) and others drawn from the secret over the whole mode."""
+    audits = []
+    for m, mode in enumerate(reference.plan.modes):
+        steps = _epoch_steps(reference, mode) * mode["epochs"]
+        rng = np.random.default_rng(derived(secret, "net", "audit", m))
+        drawn = rng.integers(0, steps, AUDITED_CALLS - 2)
+        audits.append(sorted({0, steps - 1, *(int(x) for x in drawn)}))
+    return audits
 
 
 def _audit_problem(outdir: Path, m: int) -> str | None:
@@ -361,18 +376,17 @@ class SpeedRun:
 
 
 def speed_audit_steps(reference: ReferenceTraining, secret: int) -> list[int]:
-    """The timed run's steps recorded in full and replayed, drawn from the secret (the
-    same for the solution and the submissions of a run): AUDITED_CALLS of them, fewer
-    than an epoch's steps, so that no epoch is left without a timed step."""
-    plan, mode = reference.plan, reference.plan.modes[SPEED_MODE]
-    train = getattr(reference.data, "train", None)
-    rows = len(train) if train is not None else int(
-        (plan.data.get("limit") or 54000) * (1 - plan.data.get("val_fraction", 0.1)))
-    per_epoch = max(1, -(-rows // mode["batch"]))
+    """The timed run's steps recorded in full and replayed: the last and others drawn
+    from the secret (the same for the solution and the submissions of a run), at most
+    AUDITED_CALLS and fewer than an epoch's steps, so that no epoch is left without a
+    timed step."""
+    mode = reference.plan.modes[SPEED_MODE]
+    per_epoch = _epoch_steps(reference, mode)
     total = per_epoch * mode["epochs"]
     count = min(AUDITED_CALLS, max(per_epoch - 1, 1), total)
     rng = np.random.default_rng(derived(secret, "net", "speed-audit"))
-    return sorted(int(x) for x in rng.choice(total, count, replace=False))
+    drawn = rng.choice(max(total - 1, 1), count - 1, replace=False) if count > 1 else []
+    return sorted({total - 1, *(int(x) for x in drawn)})  # the last step, and others
 
 
 def time_training(copy: Path, workdir: Path, config: Config, reference: ReferenceTraining,
