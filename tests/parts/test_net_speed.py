@@ -207,9 +207,14 @@ def test_on_a_gpu_the_solution_earns_the_speed_points_and_a_slower_network_less(
     if not all((default_dir() / name).is_file() for name in FILES.values()):
         pytest.skip("MNIST is not in place (make data): the speed is timed on MNIST only")
     slow = _slowed_solution(tmp_path / "slow_forward")
+    # A network honest while audited that computes on the host when it believes it is
+    # timed (tests/cheats_net/detect_timing): the timed job's audit must catch it.
+    timed_cheat = shutil.copytree(NAMED["solution"], tmp_path / "detect_timing")
+    for path in (Path(__file__).parents[1] / "cheats_net" / "detect_timing").iterdir():
+        shutil.copy(path, timed_cheat / path.name)
     out = tmp_path / "out"
-    result = run_kit("grader", "solution", str(slow), "starter", "--parts", "net",
-                     "--seed", "11", "--out", str(out), timeout=450)
+    result = run_kit("grader", "solution", str(slow), "starter", str(timed_cheat),
+                     "--parts", "net", "--seed", "11", "--out", str(out), timeout=470)
     assert result.returncode == 0, result.stderr[-3000:]
 
     def speed(name):
@@ -226,6 +231,10 @@ def test_on_a_gpu_the_solution_earns_the_speed_points_and_a_slower_network_less(
     assert slowed["points"] == round(speed_share(ratio, CONFIG.net_full_at, CONFIG.zero_at)
                                      * slowed["max_points"], 2) < slowed["max_points"]
     assert starter["points"] == 0 and "not timed" in starter["message"]
+    cheat = speed("detect_timing")
+    print(json.dumps({k: cheat[k] for k in ("points", "status", "message")}, indent=1))
+    assert cheat["points"] == 0, cheat["message"]
+    assert "not what the kernels the call launched compute" in cheat["message"]
 
 
 def test_the_student_kit_says_why_the_networks_speed_is_not_graded(tmp_path):
