@@ -373,6 +373,7 @@ class SpeedRun:
     seconds: float | None  # the mean epoch; None when the run proves nothing
     message: str
     epochs: list[float]
+    launches: dict | None = None  # the timed calls' launch pattern (launch_pattern)
 
 
 def speed_audit_steps(reference: ReferenceTraining, secret: int) -> list[int]:
@@ -424,7 +425,8 @@ def time_training(copy: Path, workdir: Path, config: Config, reference: Referenc
             np.isfinite(t) and t > 0 for t in epochs):
         return SpeedRun(None, f"the timed training's epoch times are not valid: {epochs[:20]}",
                         [])
-    return SpeedRun(sum(epochs) / len(epochs), "", epochs)  # all of them: see run_speed
+    return SpeedRun(sum(epochs) / len(epochs), "", epochs,  # all of them: see run_speed
+                    launch_pattern(raw))
 
 
 def measure_speed_reference(config: Config, workroot: Path,

@@ -155,8 +155,11 @@ def test_a_network_that_knows_it_is_timed_gains_nothing(tmp_path):
     for name in ("solution", "detect_timing"):
         source = KIT_ROOT / "solution" if name == "solution" else _submission(name, tmp_path)
         copy = net_part.fresh_copy(tmp_path / f"w-{name}", source)
+        # The cheat's audited training is the solution's (it is honest there).
+        audited = runs["solution"].launches if name != "solution" else None
         runs[name] = net_part.time_training(copy, tmp_path / f"w-{name}", config, reference,
-                                            on_gpu=False)
+                                            on_gpu=False, audited=audited)
     assert runs["solution"].seconds is not None, runs["solution"].message
+    assert set(runs["solution"].launches) == {"forward", "backward", "sgd_step"}
     cheat = runs["detect_timing"]
     assert cheat.seconds is None and NOT_REPRODUCED in cheat.message, cheat.message
