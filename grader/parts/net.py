@@ -300,6 +300,14 @@ def launch_pattern(raw: object) -> dict[str, dict[str, int]] | None:
         return None
 
 
+# Calls whose launch count may differ between the timed and the audited run of a correct
+# network: work done once per batch shape (a workspace filled at its first use) falls in
+# the audited run's earlier mode but in the timed run's first epoch (two shapes: the full
+# batch, met by the untimed warm-up step too, and the last, smaller one). A network that
+# works otherwise when timed must do so in most calls to gain anything.
+PATTERN_SLACK = 2
+
+
 def pattern_problem(timed: dict | None, audited: dict | None) -> str | None:
     """Why the timed run's launch pattern is not the audited run's, or None. Both ran the
     same mode on the same batches, so a network that does its work the same way launches
@@ -310,7 +318,10 @@ def pattern_problem(timed: dict | None, audited: dict | None) -> str | None:
         return "the timed training left no record of its kernel launches"
     for name in sorted(set(timed) | set(audited)):
         mine, want = timed.get(name, {}), audited.get(name, {})
-        if mine != want:
+        keys = set(mine) | set(want)
+        moved = max(sum(max(0, mine.get(k, 0) - want.get(k, 0)) for k in keys),
+                    sum(max(0, want.get(k, 0) - mine.get(k, 0)) for k in keys))
+        if moved > PATTERN_SLACK:
             def say(pattern: dict[str, int]) -> str:
                 return ", ".join(f"{c} call(s) launching {k}" for k, c in sorted(
                     pattern.items(), key=lambda kv: int(kv[0]))[:4]) or "no call"

@@ -163,7 +163,11 @@ def test_the_timed_run_is_audited_as_the_training_and_must_launch_as_it_did(tmp_
     run = timed(fewer)
     assert run.seconds is None and "backward(): 30 call(s) launching 7 when timed" in run.message
     assert "30 call(s) launching 9 when audited" in run.message
-    some = {**AUDIT, "launches": {**PATTERN, "forward": {"4": 29, "1": 1}}}
+    # A shape's first use may launch once more (a workspace filled): a call or two apart
+    # is allowed, more is not.
+    once = {**AUDIT, "launches": {**PATTERN, "forward": {"4": 28, "5": 2}}}
+    assert timed(once).seconds == pytest.approx(0.5)
+    some = {**AUDIT, "launches": {**PATTERN, "forward": {"4": 27, "1": 3}}}
     assert "otherwise than the audited" in timed(some).message
     assert "otherwise than the audited" in timed(AUDIT, audited={}).message
     replay = {**AUDIT, "audits": [{**AUDIT["audits"][0], "worst_relative_difference": 0.5}]}
