@@ -7,6 +7,13 @@ on the GPU this grading thread holds, or in the simulator in a reduced configura
 (grader/cases/mpi_combined.py). Its two cases train the submission's network alone and on
 two ranks; grader/checks/mpi_combined.py compares both ranks with the one-process run and
 with the CPU reference the grader trains here, and says which part is at fault.
+
+The item applies Part 2's defences to the network, as Part 2's training item does: every
+call of forward, backward and sgd_step on every rank must launch the submission's kernels,
+the calls the case names (the first, the last and one drawn from the secret) are recorded
+in full and replayed (grader/worker/net.py's Audited), and the network modules must pass
+Part 2's source policy, read from a copy made before the job runs. Training data that
+cannot be read leaves the item not graded, with the reason.
 """
 
 from __future__ import annotations
