@@ -41,6 +41,7 @@ EXPECTED = {
                               "mpi.averaging": "relative max-norm",
                               "mpi.combined": "rank"},
     "combined_host_sgd": {"mpi.combined": "launched none of your kernels"},
+    "combined_empty_kernel": {"mpi.combined": "not what the kernels the call launched compute"},
     "combined_broadcast": {"mpi.scatter": "expected", "mpi.allreduce": "outside the float32",
                            "mpi.data_parallel": "rows between them",
                            "mpi.averaging": "rows between them",
