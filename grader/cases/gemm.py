@@ -47,10 +47,16 @@ def derived(secret: int, *labels: str | int) -> int:
 
 
 def job_inputs(cases: list[GemmCase], perf: list[GemmCase], secret: int,
-               profile: GemmCase | None = None) -> dict[str, np.ndarray]:
-    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C`, `perf-N/...` and
-    `profile/...`."""
+               profile: GemmCase | None = None,
+               replay: list[int] = ()) -> dict[str, np.ndarray]:
+    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C`, `perf-N/...`,
+    `profile/...`, and for each replayed case N the operands its replay starts from,
+    `case-N/replay/A` ... (replay_operands)."""
     arrays = {}
+    for n in replay:
+        ops = replay_operands(cases[n], secret)
+        arrays.update({f"case-{n}/replay/A": ops.A_buf, f"case-{n}/replay/B": ops.B_buf,
+                       f"case-{n}/replay/C": ops.C_buf})
     if profile is not None:
         ops = build_operands(profile, secret)
         arrays.update({"profile/A": ops.A_buf, "profile/B": ops.B_buf, "profile/C": ops.C_buf})
@@ -152,6 +158,18 @@ def correctness_cases(on_gpu: bool, kernel: str) -> list[GemmCase]:
 
 def perf_cases() -> list[GemmCase]:
     return [GemmCase(M, N, K, 2.0, 5.0, seed=900 + n) for n, (M, N, K) in enumerate(PERF_SHAPES)]
+
+
+# Seeds of the replays' operands: apart from every case's (cases_of, REPLAY_SEED, profile).
+REPLAY_OPERANDS_SEED = 1 << 20
+
+
+def replay_operands(case: GemmCase, secret: int = 0) -> Operands:
+    """The operands a replayed case's launches are run again on: new values of the
+    case's layout (guard, poisoned C) that the call never saw. A launcher that computed
+    its answer itself and handed it to a kernel as scalars, tuples or a launch
+    configuration reproduces it on the call's operands, not on these."""
+    return build_operands(replace(case, seed=REPLAY_OPERANDS_SEED + case.seed), secret)
 
 
 def _embed(X: np.ndarray, guard: bool, fill: np.float32) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
-from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.cases.gemm import GemmCase, Operands, build_operands, replay_operands
 from grader.checks.hints import gemm_hint
 from grader.results import CaseOutcome
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
@@ -151,6 +151,11 @@ NOT_REPRODUCED = ("the result is not what the kernels the call launched compute 
                   "ran them again from the call's inputs and got: {why}); results must come "
                   "from your kernels alone, not from host code, a library or data prepared "
                   "outside them")
+NOT_REPRODUCED_ON_NEW = (
+    "the kernels the call launched do not compute the product of their inputs (the grader "
+    "ran them again, with the same arguments and launch configurations, on new operands "
+    "of the same shapes, and got: {why}); the result must be computed by your kernels "
+    "from A, B and C, not handed to them by host code as scalars, tuples or launch sizes")
 
 
 def launches_of(data: dict) -> int:
@@ -162,16 +167,20 @@ def launches_of(data: dict) -> int:
         return 0
 
 
-def replay_problem(case: GemmCase, ops: Operands, data: dict) -> str:
-    """'' when the replayed launches reproduce a right C (and leave A and B alone)."""
+def replay_problem(case: GemmCase, ops: Operands, data: dict,
+                   replay_ops: Operands | None = None) -> str:
+    """'' when the replayed launches reproduce a right C (and leave A and B alone): right
+    for `replay_ops` when the replay started from those (new operands), else for `ops`."""
     if any(k.startswith("replay-missing:") for k in data) or "replay:C" not in data:
         return NOT_REPRODUCED.format(why="C is not in memory any recorded kernel touched")
+    ops, words = (ops, NOT_REPRODUCED) if replay_ops is None else (replay_ops,
+                                                                    NOT_REPRODUCED_ON_NEW)
     for name, before in (("A", ops.A_buf), ("B", ops.B_buf)):
         again = data.get(f"replay:{name}")
         if again is not None and not _same_bits(before, again):
-            return NOT_REPRODUCED.format(why=f"the kernels modify {name}")
+            return words.format(why=f"the kernels modify {name}")
     passed, message, _ = compare_result(case, ops, data["replay:C"])
-    return "" if passed else NOT_REPRODUCED.format(why=message)
+    return "" if passed else words.format(why=message)
 
 
 def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
@@ -205,7 +214,7 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
     if launches_of(data) < 1:
         passed, message = False, NO_KERNEL
     if passed and replayed:
-        problem = replay_problem(case, ops, data)
+        problem = replay_problem(case, ops, data, replay_operands(case, secret))
         if problem:
             return GemmOutcome(label, False, problem, ratio)
     if not passed and previous is not None and case.reuse:

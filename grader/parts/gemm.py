@@ -134,7 +134,7 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     profile = None if on_gpu else profile_case(kernel)
     job = job_spec(copy, kernel, cases, [], config, replay, profile)
     run = run_worker(job, workdir, time_limit(config, on_gpu), on_gpu,
-                     inputs=job_inputs(cases, [], config.secret, profile))
+                     inputs=job_inputs(cases, [], config.secret, profile, replay))
     stopped = run.stop_reason(time_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():

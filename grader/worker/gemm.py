@@ -2,8 +2,8 @@
 
 For every case the worker writes `case-N.npz`: the three buffers after the call, how many
 of the submission's own kernels the call launched, and, for the cases the grader chose
-to replay, the buffers as the replay of those launches left them (grader/worker/
-launches.py). Timed cases write `perf-N.json` (seconds per call, own launches per call)
+to replay, the buffers as the replay of those launches left them, started from other
+operands the grader gave for it (grader/worker/launches.py). Timed cases write `perf-N.json` (seconds per call, own launches per call)
 and `perf-N.npz` (C after the last timed call, samples of C after every call, and an
 extra untimed call with its replay). In the simulator, a job may name one more case,
 `profile`, called once with its memory traffic counted: `profile.json` (or `profile.err`).
@@ -36,6 +36,15 @@ def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
     inputs = ctx.inputs
     return Operands(inputs[f"{prefix}/A"], inputs[f"{prefix}/B"], inputs[f"{prefix}/C"],
                     case.interior())
+
+
+def replay_inputs(ctx: Context, n: int) -> list[np.ndarray] | None:
+    """The other operands (whole buffers A, B, C) the grader gave for the replay of case
+    n, or None: the replay then starts from the call's own."""
+    names = [f"case-{n}/replay/{k}" for k in "ABC"]
+    if not all(name in ctx.inputs for name in names):
+        return None
+    return [ctx.inputs[name] for name in names]
 
 
 def run(ctx: Context) -> None:
@@ -80,7 +89,7 @@ def run(ctx: Context) -> None:
             replayed = None
             if n in replay and record.own_launches:
                 refs = {k: ctx.recorder.ref_of(b) for k, b in zip("ABC", bufs, strict=True)}
-                replayed = ctx.recorder.replay(record, refs)
+                replayed = ctx.recorder.replay(record, refs, replay_inputs(ctx, n))
             ctx.snapshot.check()
             np.savez(out / f"case-{n}.npz", A=after[0], B=after[1], C=after[2],
                      **save_launches(record, replayed))

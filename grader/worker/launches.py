@@ -20,6 +20,13 @@ again, through references the recorder took before the submission was imported. 
 grader checks the replayed outputs exactly as it checks the call's own: a result the
 recorded kernels do not reproduce was not made by them.
 
+Given `inputs`, the replay starts from other values in the kit's buffers (new operands of
+the same layout, which the grader built and the call never saw). Everything else the
+launches carry is replayed as recorded: scalar arguments, tuples, launch configurations.
+A launcher that computed the answer on the host and handed it to a kernel through one
+of those (a value per launch, a grid whose size spells a number) reproduces its result
+on the call's own inputs, but not on new ones.
+
 Memory the call used that is not one of the kit's buffers (temporaries the launcher
 allocated, workspaces kept between calls) starts the replay as it was when the call
 first used it if all its elements were then equal (zeros, a fill value), and as zeros
@@ -106,6 +113,9 @@ class Record:
     own_launches: int = 0
     other_launches: int = 0
     unrecorded: list[str] = field(default_factory=list)  # arguments the recorder could not map
+    # Where each of the kit's inputs (in the order begin() got them) is restored from:
+    # (allocation, index into its fills), for a replay on other inputs.
+    inputs: list[tuple[int, int]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------
@@ -209,9 +219,10 @@ class Memory:
         rows = snap.reshape(-1, itemsize)
         return bool((rows == rows[0]).all())
 
-    def fresh(self, alloc: Allocation) -> Any:
+    def fresh(self, alloc: Allocation, instead: dict[int, np.ndarray] | None = None) -> Any:
         """New memory of the allocation's size, as the call found it: the kit's inputs
-        where they lie, a temporary's bytes if they were all equal, zeros elsewhere."""
+        where they lie (fill n replaced by instead[n] where given), a temporary's bytes if
+        they were all equal, zeros elsewhere."""
         init = alloc.pristine
         if alloc.space == "device":
             buf = self.cupy.zeros(alloc.nbytes, self.cupy.uint8)
@@ -223,7 +234,8 @@ class Memory:
                 data = init.get() if hasattr(init, "get") and not isinstance(
                     init, np.ndarray) else np.asarray(init)
                 buf[: data.size] = data
-        for ref, host in alloc.fills:
+        for n, (ref, host) in enumerate(alloc.fills):
+            host = (instead or {}).get(n, host)
             target = self.view(buf, ref, alloc.space)
             if alloc.space == "device":
                 target[...] = self.cupy.asarray(host)
@@ -351,7 +363,11 @@ class Recorder:
             self.mode = mode
             if mode == FULL:
                 for array, host in kit_arrays:
-                    self._allocation(array, kit=True, pristine=host)
+                    found = self._allocation(array, kit=True, pristine=host)
+                    if found is not None:
+                        n = found[0]
+                        self.record.inputs.append(
+                            (n, len(self.record.allocations[n].fills) - 1))
 
     def end(self) -> Record:
         with self._lock:
@@ -472,13 +488,17 @@ class Recorder:
 
     # replaying -------------------------------------------------------------------------
 
-    def replay(self, record: Record, outputs: dict[str, ArrayRef | None]) -> dict[str, Any]:
+    def replay(self, record: Record, outputs: dict[str, ArrayRef | None],
+               inputs: list[np.ndarray] | None = None) -> dict[str, Any]:
         """Run the record's operations again on fresh memory; the outputs, as host arrays
-        (None for an output that lives in memory the recorded operations never touched)."""
+        (None for an output that lives in memory the recorded operations never touched).
+        `inputs`: other host values for the kit's inputs, one per array begin() got and
+        in its order, each of the shape and dtype of the one it replaces."""
         if self._launch is None:
             raise ReplayError("the recorder is not installed")
         memory = self.memory
-        bufs = [memory.fresh(a) for a in record.allocations]
+        instead = self._instead(record, inputs)
+        bufs = [memory.fresh(a, instead.get(n)) for n, a in enumerate(record.allocations)]
 
         def rebuild(value: Any) -> Any:
             if isinstance(value, ArrayRef):
@@ -501,6 +521,23 @@ class Recorder:
                     for name, ref in outputs.items()}
         finally:
             self.mode = mode
+
+    @staticmethod
+    def _instead(record: Record, inputs: list[np.ndarray] | None) -> dict[int, dict]:
+        """{allocation: {fill: host array}} for a replay on other inputs."""
+        if inputs is None:
+            return {}
+        if len(inputs) != len(record.inputs):
+            raise ReplayError(f"{len(inputs)} replay inputs for {len(record.inputs)} buffers")
+        instead: dict[int, dict] = {}
+        for (alloc, fill), host in zip(record.inputs, inputs, strict=True):
+            old = record.allocations[alloc].fills[fill][1]
+            host = np.asarray(host)
+            if host.shape != old.shape or host.dtype != old.dtype:
+                raise ReplayError(f"a replay input of {host.dtype}{host.shape} for one of "
+                                  f"{old.dtype}{old.shape}")
+            instead.setdefault(alloc, {})[fill] = host
+        return instead
 
 
 def _config_of(config: Any) -> tuple:

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.cases.gemm import GemmCase, Operands, build_operands, replay_operands
 from grader.checks.gemm import check_case, check_perf
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import reference
@@ -76,13 +76,23 @@ def test_a_call_that_launched_no_kernel_fails(tmp_path):
 
 def test_a_result_the_replay_does_not_reproduce_fails(tmp_path):
     ops, C_buf = _correct_c(CASE)
-    _write_case(tmp_path, ops, C_buf, replay_C=ops.C_buf)  # the kernels left C as it was
+    again = replay_operands(CASE, SECRET)  # what the replay starts from: new operands
+    A, B, C = again.views()
+    right = again.C_buf.copy()
+    right[again.interior] = reference(A, B, C, CASE.alpha, CASE.beta).astype(np.float32)
+    _write_case(tmp_path, ops, C_buf, replay_C=again.C_buf)  # the kernels left C as it was
     outcome = _check(tmp_path, replayed=True)
-    assert not outcome.passed and "not what the kernels the call launched" in outcome.message
+    assert not outcome.passed and "do not compute the product of their inputs" in outcome.message
+    # The call's own answer again, as kernels handed it by the host as scalars give it
+    _write_case(tmp_path, ops, C_buf, replay_C=C_buf)
+    outcome = _check(tmp_path, replayed=True)
+    assert not outcome.passed and "on new operands of the same shapes" in outcome.message
     _write_case(tmp_path, ops, C_buf)  # no replay output at all
     assert "not in memory any recorded kernel" in _check(tmp_path, replayed=True).message
-    _write_case(tmp_path, ops, C_buf, replay_C=C_buf)
+    _write_case(tmp_path, ops, C_buf, replay_C=right)
     assert _check(tmp_path, replayed=True).passed
+    assert not np.array_equal(again.A_buf, ops.A_buf)  # new values, same layout
+    assert again.A_buf.shape == ops.A_buf.shape and np.isnan(again.A_buf[0, 0])
 
 
 def test_missing_result_says_why(tmp_path):

@@ -19,12 +19,13 @@ NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 # The cheats `make test` grades, one or two per defence: the audit hook (write_results,
 # exec_string, fork_bomb), the sandbox's process and file confinement (background,
 # write_results), the reuse case (replay), launch recording and replay (dummy_kernel),
-# the library traps (matmul_hidden), the module photograph (monkeypatch) and the
-# simulator's kernel restrictions (kernel_host_numpy). The others are marked slow:
+# the library traps (matmul_hidden), the module photograph (monkeypatch), the
+# simulator's kernel restrictions (kernel_host_numpy) and the replay on new operands
+# (scalar_smuggle). The others are marked slow:
 # `make test-all` grades every one. The fixture grades only the cheats the selected
 # tests look at.
 QUICK = {"write_results", "exec_string", "fork_bomb", "background", "replay", "dummy_kernel",
-         "matmul_hidden", "monkeypatch", "kernel_host_numpy"}
+         "matmul_hidden", "monkeypatch", "kernel_host_numpy", "scalar_smuggle"}
 # Cheats that tests other than the per-cheat ones look at.
 NEEDS = {"test_no_process_outlives_its_job": {"background", "fork_bomb"},
          "test_reports_cannot_be_written_by_a_submission": {"write_results", "background"},
@@ -157,7 +158,8 @@ def test_every_cheat_earns_nothing(graded, name):
 
 # What the feedback says of each cheat (all of these fragments, in the item's message).
 STOPPED = "the grader stopped the submission"
-NOT_ITS_KERNELS = "not what the kernels the call launched compute"
+# (on the call's own operands, or on the new ones a replay starts from)
+NOT_ITS_KERNELS = "the kernels the call launched"
 NO_KERNEL = "launched none of the submission's kernels"
 MESSAGES = {
     "matmul_operator": ["library matrix product", "the @ operator"],
@@ -184,6 +186,9 @@ MESSAGES = {
     "trap_closure": ["np.matmul"],
     "dummy_kernel": [NOT_ITS_KERNELS],
     "temp_buffer": [NOT_ITS_KERNELS],
+    # The answer handed to a kernel as arguments: the replay on new operands. (On a GPU
+    # its host loops cannot finish the large cases in time: it earns nothing either way.)
+    "scalar_smuggle": {"simulator": [NOT_ITS_KERNELS, "on new operands"], "gpu": []},
     # Reaching around the language: the audit hook stops the worker.
     "openblas_ctypes": [STOPPED],
     "gc_disarm": [STOPPED, "with gc"],
