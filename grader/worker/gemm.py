@@ -4,9 +4,10 @@ For every case the worker writes `case-N.npz`: the three buffers after the call,
 of the submission's own kernels the call launched, and, for the cases the grader chose
 to replay, the buffers as the replay of those launches left them, started from other
 operands the grader gave for it (grader/worker/launches.py). Timed cases write
-`perf-N.json` (seconds per call, own launches per call) and `perf-N.npz` (C after the last timed call, samples of C after every call, and an
-extra untimed call with its replay). In the simulator, a job may name one more case,
-`profile`, called once with its memory traffic counted: `profile.json` (or `profile.err`).
+`perf-N.json` (seconds per call, own launches per call) and `perf-N.npz` (C after the
+last timed call, samples of C after every call, and an extra untimed call with its
+replay). In the simulator, a job may name one more case, `profile`, called once with its
+memory traffic counted: `profile.json` (or `profile.err`).
 """
 
 from __future__ import annotations
