@@ -14,7 +14,11 @@ Paths given to the grader (`resolve`):
   folder given by mistake, or on purpose) is graded as one submission per sub-folder
   (hidden ones and `__pycache__` left out), with a note; with a single such sub-folder it
   is a student's own folder with the modules one level too deep: graded as it is (so
-  the row keeps the student's name), with a note saying where the modules are;
+  the row keeps the student's name), with a note saying where the modules are. In a
+  class's folder, the other entries a student's work may be are not dropped unseen: a
+  notebook is graded as a notebook, a link to a folder as that folder (unless another
+  entry is that folder already), and a broken link, an archive or a special file gets a
+  row graded zero saying why; other files (a README) are named on stderr;
 - a notebook (`.ipynb`) becomes the folder of the modules its tagged cells hold, provided
   it is a regular file of at most nbextract.NOTEBOOK_BYTES (a FIFO or a device is never opened);
 - a path that does not exist, or is neither, is graded zero with a message saying so:
@@ -191,6 +195,64 @@ def _subfolders(folder: Path) -> list[Path]:
     return sorted(subs)
 
 
+ARCHIVES = (".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz", ".zst", ".7z", ".rar")
+
+
+def not_graded(path: Path, shown: str) -> str:
+    """Why a path that is neither a folder nor a notebook is graded zero."""
+    name = path.name.lower()
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"{shown}: a symbolic link to nothing (or a loop of links): nothing was graded"
+    if name.endswith(ARCHIVES):
+        return (f"{shown}: an archive, not a folder of modules: unpack it (the grader opens "
+                "no archive) and grade the folder; nothing was graded")
+    return f"{shown}: neither a folder of modules nor a notebook: nothing was graded"
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _class_entries(folder: Path, subs: list[Path], notebooks: Path) -> list[Submission]:
+    """What a class's folder holds besides its plain sub-folders (see the module
+    docstring): never an entry dropped without a word."""
+    try:
+        with os.scandir(folder) as entries:
+            others = sorted(Path(e.path) for e in entries if not e.name.startswith(".")
+                            and e.name != "__pycache__" and Path(e.path) not in subs)
+    except OSError:
+        return []
+    shown = safe_io.clean_text(os.fspath(folder), 300)
+    taken = {s.resolve() for s in subs}
+    found: list[Submission] = []
+    for entry in others:
+        name = safe_io.clean_text(entry.name, 80)
+        note = f"graded as one of the entries of {shown}"
+        if entry.suffix == ".ipynb" and not entry.is_dir():
+            notebooks.mkdir(parents=True, exist_ok=True)
+            sub = from_notebook(entry, notebooks)
+            sub.notes.insert(0, note)
+            found.append(sub)
+        elif entry.is_symlink() and entry.is_dir():
+            target = entry.resolve()
+            if target in taken:
+                found.append(Submission(entry.name, None, f"{name}: a symbolic link to a folder "
+                                        "graded under another name: graded once, there"))
+                continue
+            taken.add(target)
+            found.append(Submission(entry.name, target, notes=[
+                f"{note}: a symbolic link, graded as the folder it names"], cell_map=False))
+        elif entry.is_symlink() or not _regular(entry) or entry.name.lower().endswith(ARCHIVES):
+            found.append(Submission(entry.name, None, not_graded(entry, name)))
+        else:
+            print(f"grader: {shown}/{name}: not a submission (a file, not a folder or a "
+                  "notebook): left out", file=sys.stderr)
+    return found
+
+
 def from_notebook(path: Path, parent: Path) -> Submission:
     """A notebook as the folder of modules its tagged cells hold (in a new folder under
     parent); one that cannot be read becomes an empty folder, graded zero with 'missing
@@ -224,8 +286,7 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
             notebooks.mkdir(parents=True, exist_ok=True)
             found.append(from_notebook(path, notebooks))
         elif not path.is_dir():
-            found.append(Submission(path.name, None, f"{shown}: neither a folder of modules "
-                                    "nor a notebook: nothing was graded"))
+            found.append(Submission(path.name, None, not_graded(path, shown)))
         else:
             nested = [] if holds_modules(path) else [
                 s for s in _subfolders(path) if holds_modules(s)]
@@ -237,6 +298,7 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
                 note = f"graded as one of the {len(subs)} sub-folders of {shown}"
                 found += [Submission(s.name, s.resolve(), notes=[note], cell_map=False)
                           for s in subs]
+                found += _class_entries(path, subs, notebooks)
                 continue
             notes = [f"no student module at the top level, but the sub-folder "
                      f"{safe_io.clean_text(nested[0].name, 80)}/ holds some: only modules at "
