@@ -274,13 +274,13 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int =
                           perf_seed)
     if wrong:
         return PerfOutcome(label, None, wrong)
-    last = Operands(perturbed_a(ops.A_buf, factors[calls - 1]), ops.B_buf, ops.C_buf,
-                    ops.interior)
+    last = Operands(perturbed_a(ops.A_buf, factors[calls - 1], case.trans_a), ops.B_buf,
+                    ops.C_buf, ops.interior)
     passed, message, _ = compare_result(case, last, C_after)
     if not passed:
         return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
-    extra = Operands(perturbed_a(ops.A_buf, factors[calls]), ops.B_buf, ops.C_buf,
-                     ops.interior)
+    extra = Operands(perturbed_a(ops.A_buf, factors[calls], case.trans_a), ops.B_buf,
+                     ops.C_buf, ops.interior)
     passed, message, _ = compare_result(case, extra, extra_C)
     if not passed:
         return PerfOutcome(label, None, "the untimed check call computed a wrong C: " + message)
@@ -315,7 +315,8 @@ def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int
     alpha, beta = as_float32_scalar(case.alpha), as_float32_scalar(case.beta)
     K = opB.shape[0]
     for call in range(calls):
-        A = ops.views((perturbed_a(ops.A_buf, factors[call]), ops.B_buf, ops.C_buf))[0]
+        A = ops.views((perturbed_a(ops.A_buf, factors[call], case.trans_a), ops.B_buf,
+                       ops.C_buf))[0]
         opA = (A.T if case.trans_a else A).astype(np.float64)[rows]
         ref = alpha * np.einsum("sk,ks->s", opA, opB)
         magnitude = abs(alpha) * np.einsum("sk,ks->s", np.abs(opA), np.abs(opB))

@@ -181,7 +181,8 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     recorder = ctx.recorder
 
     def before() -> None:
-        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)])))
+        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)],
+                                                 case.trans_a)))
         copy_into(bufs[2], pristine_C)
         recorder.begin(COUNT)
 
@@ -194,7 +195,7 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
                          after_each=after, clock=ctx.clock)
     C_last = to_host(bufs[2])
     # The extra call: full record, then the replay of its launches.
-    A_extra = perturbed_a(ops.A_buf, factors[calls])
+    A_extra = perturbed_a(ops.A_buf, factors[calls], case.trans_a)
     copy_into(bufs[0], to_device(A_extra))
     copy_into(bufs[2], pristine_C)
     recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])

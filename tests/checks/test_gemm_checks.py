@@ -179,3 +179,28 @@ def test_wrong_values_without_a_pattern_carry_no_hint(tmp_path):
     _write_case(tmp_path, ops, C_buf)
     outcome = _check(tmp_path)
     assert not outcome.passed and "hint" not in outcome.message
+
+
+def test_perf_rejects_a_product_kept_from_the_first_call_and_rescaled(tmp_path):
+    """A launcher that keeps P = A·B of its first timed call and, for each later call,
+    reads the scale of the new A off one element and hands back α·r·P + β·C (O(MN) work,
+    no product): right while calls differed by one factor for the whole of A; with a
+    factor per column of A it is wrong."""
+    calls = 3
+    first, _ = _correct_c(CASE, call=0, calls=calls)
+    A0, B, C = (x.astype(np.float64) for x in first.views())
+    kept = A0 @ B
+    rows, cols = sample_positions(CASE, PERF_SEED)
+    picks = []
+    for n in range(calls):
+        ops, _ = _correct_c(CASE, call=n, calls=calls)
+        ratio = float(ops.views()[0][1, 2]) / float(first.views()[0][1, 2])
+        forged = CASE.alpha * ratio * kept + CASE.beta * C
+        picks.append(forged.astype(np.float32)[rows, cols])
+    _, C_buf = _correct_c(CASE, call=calls - 1, calls=calls)
+    _write_perf(tmp_path, C_buf, [1e-4] * calls, [1e-4] * calls, samples=np.stack(picks))
+    message = _perf(tmp_path).message
+    assert "timed call 2 of 3 computed a wrong C" in message, message
+    # while the samples of honest calls pass
+    _write_perf(tmp_path, C_buf, [1e-4] * calls, [1e-4] * calls)
+    assert _perf(tmp_path).message == "ok"

@@ -316,3 +316,30 @@ def test_the_policy_fails_cheats_before_they_run(tmp_path):
         item = next(i for i in report["items"] if i["id"] == "gemm.naive.correctness")
         assert item["points"] == 0, item["message"]
         assert "breaks the rules for graded code" in item["message"], item["message"]
+
+
+SPEED_CHEATS = TESTS / "cheats_speed"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_speed_cheats_earn_no_speed_points(tmp_path):
+    """Cheats on the timed calls only (tests/cheats_speed/, GPU): each is a right kernel,
+    and keeps its correctness points, but its timed calls must do the whole product."""
+    names = sorted(p.name for p in SPEED_CHEATS.iterdir() if p.is_dir())
+    subs = [shutil.copytree(SPEED_CHEATS / n, tmp_path / n) for n in names]
+    other = shutil.copytree(KIT_ROOT / "solution", tmp_path / "solution")
+    out = tmp_path / "out"
+    result = run_kit("grader", *map(str, subs), str(other), "--parts", "gemm", "--kernels",
+                     "naive", "--jobs", "1", "--seed", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def item(name, which):
+        report = json.loads((out / f"{name}.json").read_text())
+        return next(i for i in report["items"] if i["id"] == f"gemm.naive.{which}")
+
+    assert item("solution", "performance")["points"] > 0, item("solution", "performance")
+    for name in names:
+        assert item(name, "correctness")["points"] > 0, item(name, "correctness")["message"]
+        speed = item(name, "performance")
+        assert speed["points"] == 0 and "computed a wrong C" in speed["message"], speed
