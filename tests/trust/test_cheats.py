@@ -188,6 +188,8 @@ MESSAGES = {
     "temp_buffer": [NOT_ITS_KERNELS],
     # The answer handed to a kernel as arguments: the replay on new operands. (On a GPU
     # its host loops cannot finish the large cases in time: it earns nothing either way.)
+    # Half the precision, for speed: the float32 error bound of the short sums.
+    "half_precision": ["elements wrong", "bound"],
     "scalar_smuggle": {"simulator": [NOT_ITS_KERNELS, "on new operands"], "gpu": []},
     # Reaching around the language: the audit hook stops the worker.
     "openblas_ctypes": [STOPPED],
