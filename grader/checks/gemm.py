@@ -158,6 +158,20 @@ NOT_REPRODUCED_ON_NEW = (
     "from A, B and C, not handed to them by host code as scalars, tuples or launch sizes")
 
 
+OTHER_KERNELS = ("the call launched kernels that are not the submission's (the kit's own, "
+                 "from nnkit): the result must be computed by kernels written in your "
+                 "modules")
+
+
+def other_launches_of(data: dict) -> int:
+    """Launches of numba kernels defined outside the submission one call made."""
+    value = data.get("launch:other")
+    try:
+        return int(value) if value is not None and np.asarray(value).size == 1 else 0
+    except (TypeError, ValueError):
+        return 0
+
+
 def launches_of(data: dict) -> int:
     """Launches of the submission's own kernels one call made (0 when not recorded)."""
     value = data.get("launch:own")
@@ -213,6 +227,8 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
         message = hinted(case, ops, C_after, message)
     if launches_of(data) < 1:
         passed, message = False, NO_KERNEL
+    elif other_launches_of(data):
+        passed, message = False, OTHER_KERNELS
     if passed and replayed:
         problem = replay_problem(case, ops, data, replay_operands(case, secret))
         if problem:
@@ -270,6 +286,9 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int =
         return PerfOutcome(label, None, "a timed call launched none of the submission's "
                            "kernels inside the timed interval (work left to run later, or "
                            "done some other way, is not timed)")
+    others = raw.get("other_launches", [])
+    if own_code and not (isinstance(others, list) and all(k == 0 for k in others)):
+        return PerfOutcome(label, None, OTHER_KERNELS.replace("the call", "a timed call"))
     wrong = check_samples(case, ops, samples, max(calls, len(timings.host)), factors,
                           perf_seed)
     if wrong:
@@ -287,6 +306,8 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int =
     if own_code:
         if launches_of(data) < 1:
             return PerfOutcome(label, None, NO_KERNEL)
+        if other_launches_of(data):
+            return PerfOutcome(label, None, OTHER_KERNELS)
         # The extra call's replay is checked on C only: A was refilled before it.
         replay = {k: v for k, v in data.items()
                   if k == "replay:C" or k.startswith("replay-missing:C")}

@@ -4,7 +4,7 @@ For every case the worker writes `case-N.npz`: the three buffers after the call,
 of the submission's own kernels the call launched, and, for the cases the grader chose
 to replay, the buffers as the replay of those launches left them, started from other
 operands the grader gave for it (grader/worker/launches.py). Timed cases write
-`perf-N.json` (seconds per call, own launches per call) and `perf-N.npz` (C after the
+`perf-N.json` (seconds per call, own and other launches per call) and `perf-N.npz` (C after the
 last timed call, samples of C after every call, and an extra untimed call with its
 replay). In the simulator, a job may name one more case, `profile`, called once with its
 memory traffic counted: `profile.json` (or `profile.err`).
@@ -178,6 +178,7 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     rows, cols = sample_positions(case, seed)
     samples: list[np.ndarray] = []
     launches: list[int] = []
+    others: list[int] = []  # launches of kernels that are not the submission's
     recorder = ctx.recorder
 
     def before() -> None:
@@ -187,7 +188,9 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
         recorder.begin(COUNT)
 
     def after() -> None:
-        launches.append(recorder.end().own_launches)
+        record = recorder.end()
+        launches.append(record.own_launches)
+        others.append(record.other_launches)
         samples.append(to_host(bufs[2])[ops.interior][rows, cols])
 
     timings = time_calls(lambda: gemm(launch, A, B, C, case.alpha, case.beta),
@@ -211,7 +214,8 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     np.savez(out / f"{prefix}perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
              **save_launches(record, replayed))
     (out / f"{prefix}perf-{n}.json").write_text(json.dumps(
-        {"host": timings.host, "device": timings.device, "launches": launches}))
+        {"host": timings.host, "device": timings.device, "launches": launches,
+         "other_launches": others}))
 
 
 def _profile_case(ctx: Context, launch, case: GemmCase) -> None:

@@ -74,6 +74,14 @@ def test_a_call_that_launched_no_kernel_fails(tmp_path):
     assert not outcome.passed and "launched none of the submission's kernels" in outcome.message
 
 
+def test_a_call_that_launched_the_kits_kernels_fails(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    np.savez(tmp_path / "case-0.npz", A=ops.A_buf, B=ops.B_buf, C=C_buf,
+             **{"launch:own": np.array(1), "launch:other": np.array(3)})
+    outcome = _check(tmp_path)
+    assert not outcome.passed and "kernels that are not the submission's" in outcome.message
+
+
 def test_a_result_the_replay_does_not_reproduce_fails(tmp_path):
     ops, C_buf = _correct_c(CASE)
     again = replay_operands(CASE, SECRET)  # what the replay starts from: new operands
