@@ -278,12 +278,15 @@ class Recorder:
         self._inside = threading.local()
         self._launch: Callable[[Any, tuple, tuple], None] | None = None
         self._copy_into: Callable[[Any, Any], None] | None = None
+        self._kernel_type: type = object  # numba's kernels (dispatchers) in this mode
+        self._gemms: tuple = ()  # the trusted GEMMs handed out (gemm_observer)
 
     # installing ------------------------------------------------------------------------
 
     def install(self) -> None:
         """Wrap the launch paths of numba's kernels and nnkit.backend's copies, keeping
         private references to the originals (the replay launches through them)."""
+        from grader.worker import tamper
         from nnkit import backend
 
         self._copy_into = backend.copy_into
@@ -292,6 +295,12 @@ class Recorder:
             self._install_gpu()
         else:
             self._install_sim()
+        # The recorder is within the submission's reach (the copy observer is one of its
+        # methods, and the launch paths close over it): what it replays with, and the
+        # launch paths it wrapped, must be as installed when results are written.
+        tamper.watch(self, state=("mode", "record", "_gemms"))
+        tamper.watch(self.memory)
+        tamper.watch(self._kernel_type)
 
     def _install_gpu(self) -> None:
         from numba.cuda import dispatcher as numba_dispatcher
@@ -299,6 +308,7 @@ class Recorder:
         cls = numba_dispatcher.CUDADispatcher
         getitem, configure = cls.__getitem__, cls.configure
         recorder = self
+        self._kernel_type = cls
 
         class Recording:
             __slots__ = ("kernel", "config", "inner")
@@ -334,6 +344,7 @@ class Recorder:
 
         cls = sim.FakeCUDAKernel
         call, getitem = cls.__call__, cls.__getitem__
+        self._kernel_type = cls
         context = sim._kernel_context  # non-empty while a kernel runs (device calls)
         recorder = self
 
@@ -419,6 +430,7 @@ class Recorder:
     def gemm_observer(self, gemm: Callable) -> Callable:
         """The trusted GEMM handed to a student function, recorded as it is called."""
         recorder = self
+        self._gemms += (gemm,)
 
         def recorded(A, B, C, alpha=1.0, beta=0.0, *, trans_a=False, trans_b=False):
             if recorder.mode == FULL:
@@ -505,6 +517,7 @@ class Recorder:
                 return memory.view(bufs[value.alloc], value, record.allocations[value.alloc].space)
             return value
 
+        self._vet(record)
         mode, self.mode = self.mode, None  # the replay itself is not recorded
         try:
             for op in record.ops:
@@ -521,6 +534,19 @@ class Recorder:
                     for name, ref in outputs.items()}
         finally:
             self.mode = mode
+
+    def _vet(self, record: Record) -> None:
+        """Every operation of the record as the recorder makes them: a launch of one of
+        numba's kernels, a copy, a GEMM the kit handed out. The record is within the
+        submission's reach during the call; an operation it added (a host function
+        called as a "GEMM", say) would run in the replay."""
+        for op in record.ops:
+            if type(op) is Launch and isinstance(op.kernel, self._kernel_type):
+                continue
+            if type(op) is Copy or (type(op) is Gemm and any(op.fn is g for g in self._gemms)):
+                continue
+            raise ReplayError(f"the record of the call holds an operation the kit did not "
+                              f"record ({type(op).__name__}): it was changed")
 
     @staticmethod
     def _instead(record: Record, inputs: list[np.ndarray] | None) -> dict[int, dict]:

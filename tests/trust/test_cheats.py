@@ -21,12 +21,13 @@ NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 # write_results), the reuse case (replay), launch recording and replay (dummy_kernel),
 # the library traps (matmul_hidden), the module photograph (monkeypatch), the
 # simulator's kernel restrictions (kernel_host_numpy), the replay on new operands
-# (scalar_smuggle) and the rule that only the submission's kernels run (kit_kernels).
+# (scalar_smuggle), the rule that only the submission's kernels run (kit_kernels) and
+# the watch on the recorder (recorder_forge).
 # The others are marked slow: `make test-all` grades every one. The fixture grades only
 # the cheats the selected tests look at.
 QUICK = {"write_results", "exec_string", "fork_bomb", "background", "replay", "dummy_kernel",
          "matmul_hidden", "monkeypatch", "kernel_host_numpy", "scalar_smuggle",
-         "kit_kernels"}
+         "kit_kernels", "recorder_forge"}
 # Cheats that tests other than the per-cheat ones look at.
 NEEDS = {"test_no_process_outlives_its_job": {"background", "fork_bomb"},
          "test_reports_cannot_be_written_by_a_submission": {"write_results", "background"},
@@ -191,6 +192,9 @@ MESSAGES = {
     # its host loops cannot finish the large cases in time: it earns nothing either way.)
     # The kit's own kernels doing the work beside an idle one of the submission's.
     "kit_kernels": ["kernels that are not the submission's"],
+    # The kit's recorder, reached through what it hands nnkit.backend, given a forged
+    # replay: the recorder is watched like the kit's modules.
+    "recorder_forge": ["changed the kit or a library", "Recorder.replay"],
     # Half the precision, for speed: the float32 error bound of the short sums.
     "half_precision": ["elements wrong", "bound"],
     "scalar_smuggle": {"simulator": [NOT_ITS_KERNELS, "on new operands"], "gpu": []},
