@@ -279,6 +279,7 @@ class Recorder:
         self._launch: Callable[[Any, tuple, tuple], None] | None = None
         self._copy_into: Callable[[Any, Any], None] | None = None
         self._kernel_type: type = object  # numba's kernels (dispatchers) in this mode
+        self._wrapped: tuple[str, ...] = ()  # the methods of that class the recorder wraps
         self._gemms: tuple = ()  # the trusted GEMMs handed out (gemm_observer)
 
     # installing ------------------------------------------------------------------------
@@ -300,7 +301,7 @@ class Recorder:
         # launch paths it wrapped, must be as installed when results are written.
         tamper.watch(self, state=("mode", "record", "_gemms"))
         tamper.watch(self.memory)
-        tamper.watch(self._kernel_type)
+        tamper.watch(self._kernel_type, only=self._wrapped)
 
     def _install_gpu(self) -> None:
         from numba.cuda import dispatcher as numba_dispatcher
@@ -308,7 +309,7 @@ class Recorder:
         cls = numba_dispatcher.CUDADispatcher
         getitem, configure = cls.__getitem__, cls.configure
         recorder = self
-        self._kernel_type = cls
+        self._kernel_type, self._wrapped = cls, ("__getitem__", "configure")
 
         class Recording:
             __slots__ = ("kernel", "config", "inner")
@@ -344,7 +345,7 @@ class Recorder:
 
         cls = sim.FakeCUDAKernel
         call, getitem = cls.__call__, cls.__getitem__
-        self._kernel_type = cls
+        self._kernel_type, self._wrapped = cls, ("__call__",)
         context = sim._kernel_context  # non-empty while a kernel runs (device calls)
         recorder = self
 

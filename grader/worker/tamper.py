@@ -29,13 +29,14 @@ MUTABLE: frozenset[tuple[str, str]] = frozenset()
 # Objects of the kit whose attributes are watched too, and their classes' (the launch
 # recorder: the submission can reach it through what the kit hands its kernels, and
 # replacing one of its methods would forge a replay). Registered before the snapshot.
-_OBJECTS: list[tuple[object, frozenset[str]]] = []
+_OBJECTS: list[tuple[object, frozenset[str], frozenset[str] | None]] = []
 
 
-def watch(obj: object, state: Iterable[str] = ()) -> None:
-    """Watch obj's attributes but `state` (those it changes itself as it runs), and its
-    class's (or, for a class, its own), in every Snapshot taken from now on."""
-    _OBJECTS.append((obj, frozenset(state)))
+def watch(obj: object, state: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
+    """Watch obj's attributes (`only` these, if given) but `state` (those it changes
+    itself as it runs), and its class's (for a class, its own only), in every Snapshot
+    taken from now on."""
+    _OBJECTS.append((obj, frozenset(state), None if only is None else frozenset(only)))
 
 
 class Tampered(RuntimeError):
@@ -69,14 +70,16 @@ class Snapshot:
     @staticmethod
     def _take_objects() -> list[tuple[str, object, dict[str, object], frozenset[str]]]:
         found, seen = [], set()
-        for obj, state in _OBJECTS:
+        for obj, state, only in _OBJECTS:
             for item in (obj,) if isinstance(obj, type) else (obj, type(obj)):
                 if id(item) in seen:
                     continue
                 seen.add(id(item))
                 name = item.__qualname__ if isinstance(item, type) else type(item).__qualname__
-                skip = state if item is obj else frozenset()
-                found.append((name, item, dict(vars(item)), skip))
+                space = dict(vars(item))
+                if item is obj and only is not None:
+                    space = {k: v for k, v in space.items() if k in only}
+                found.append((name, item, space, state if item is obj else frozenset()))
         return found
 
     def changes(self, limit: int = 5) -> list[str]:
@@ -85,7 +88,8 @@ class Snapshot:
         changed = []
         for name, item, before, state in self.objects:
             space = vars(item)
-            changed += [f"{name}.{key}" for key in space if key not in before]
+            if not isinstance(item, type):  # (a library's class may gain caches)
+                changed += [f"{name}.{key}" for key in space if key not in before]
             changed += [f"{name}.{key}" for key, value in before.items()
                         if key not in state and space.get(key, _MISSING) is not value]
             if len(changed) >= limit:
