@@ -115,6 +115,9 @@ def survey(src: Path) -> Manifest:
             manifest.skip(name, OTHER)
         elif info.st_size > MAX_FILE_BYTES:
             manifest.skip(name, f".py file(s) over {MAX_FILE_BYTES >> 20} MiB")
+        elif not os.access(entry.path, os.R_OK):
+            # (without a note the module would be "missing" though the student sees it)
+            manifest.skip(name, ".py file(s) the grader may not read (permissions)")
         elif len(manifest.files) >= MAX_FILES:
             manifest.skip(name, f".py file(s) beyond the first {MAX_FILES}")
         elif total + info.st_size > MAX_TOTAL_BYTES:

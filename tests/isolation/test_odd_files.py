@@ -145,6 +145,20 @@ def test_odd_entries_are_left_out_unread_and_named_clean(tmp_path):
         assert bad not in note
 
 
+def test_a_module_the_grader_may_not_read_is_named_in_the_note(tmp_path, monkeypatch):
+    """Mode 000 stops a grader that is not root: the module is then missing, and the
+    note says why. (Root reads it anyway; os.access answers for the grader's user.)"""
+    folder = _honest(tmp_path / "closed")
+    (folder / "gemm_1_naive.py").chmod(0)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if str(path).endswith(
+        "gemm_1_naive.py") else real(path, mode, **kw))
+    manifest = survey(folder)
+    assert manifest.files == []
+    assert "1 .py file(s) the grader may not read (permissions) (gemm_1_naive.py)" in \
+        manifest.note()
+
+
 def test_a_module_nested_too_deeply_is_refused_by_the_policy_and_stops_no_scan(tmp_path):
     folder = tmp_path / "deep"
     folder.mkdir()
