@@ -194,6 +194,20 @@ def test_a_notebook_that_breaks_the_reader_is_a_notebook_error(tmp_path, label, 
         nbextract.extract_notebooks([path], tmp_path / "out")
 
 
+def test_a_huge_or_special_notebook_is_refused_unread(tmp_path):
+    huge = tmp_path / "huge.ipynb"
+    with open(huge, "wb") as f:
+        f.truncate(2 << 30)  # sparse: 2 GiB that json would have to hold in memory
+    os.mkfifo(tmp_path / "fifo.ipynb")  # opened for reading, it would block
+    (tmp_path / "link.ipynb").symlink_to(huge)
+    start = time.perf_counter()
+    for name, said in (("huge", "more than the"), ("fifo", "not a regular file"),
+                       ("link", "symbolic link")):
+        with pytest.raises(nbextract.NotebookError, match=said):
+            nbextract.notebook_cells(tmp_path / f"{name}.ipynb")
+    assert time.perf_counter() - start < 2
+
+
 def test_a_lone_surrogate_in_a_cell_is_written_as_a_replacement(tmp_path):
     """JSON may spell half a UTF-16 pair (\\udce9), which no UTF-8 file can hold."""
     text = json.dumps({"cells": [_tagged("# caf\udce9\n" + SOLUTION.read_text())]})
