@@ -12,7 +12,9 @@ Traps set for every case:
 - a "reuse" case runs in the buffers of the case before it (same shapes, same device
   memory), refilled with new values: a launcher that caches or replays its last result
   returns the old answer. Timed calls likewise get a new A before each call (see
-  grader/worker/layout.py), and a sample of every timed call's C is checked.
+  grader/worker/layout.py), and a sample of every timed call's C is checked;
+- a replayed case's launches run again on other operands of its layout
+  (replay_operands), so that kernels handed the answer by the host reproduce nothing.
 
 Operands are built here, in the grader, and written into each job's folder: the worker
 holds no way to build them, and their seeds mix the case's number with a secret of the
