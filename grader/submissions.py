@@ -16,9 +16,11 @@ Paths given to the grader (`resolve`):
   is a student's own folder with the modules one level too deep: graded as it is (so
   the row keeps the student's name), with a note saying where the modules are. In a
   class's folder, the other entries a student's work may be are not dropped unseen: a
-  notebook is graded as a notebook, a link to a folder as that folder (unless another
-  entry is that folder already), and a broken link, an archive or a special file gets a
-  row graded zero saying why; other files (a README) are named on stderr;
+  notebook is graded as a notebook, and a symbolic link, an archive or a special file
+  gets a row graded zero saying why; other files (a README) are named on stderr;
+- a submission that is a symbolic link is never followed (graded zero, saying so): it
+  could name any folder the grader may read, the solution or another student's
+  (an archive unpacked into the class's folder can hold such a link);
 - a notebook (`.ipynb`) becomes the folder of the modules its tagged cells hold, provided
   it is a regular file of at most nbextract.NOTEBOOK_BYTES (a FIFO or a device is never opened);
 - a path that does not exist, or is neither, is graded zero with a message saying so:
@@ -201,11 +203,17 @@ def _subfolders(folder: Path) -> list[Path]:
 ARCHIVES = (".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz", ".zst", ".7z", ".rar")
 
 
+LINKED = ("{shown}: a symbolic link, not followed (it could name any folder the grader "
+          "may read): nothing was graded; copy the submission itself there")
+
+
 def not_graded(path: Path, shown: str) -> str:
-    """Why a path that is neither a folder nor a notebook is graded zero."""
+    """Why a path that is not a folder or notebook to grade is graded zero."""
     name = path.name.lower()
     if os.path.islink(path) and not os.path.exists(path):
         return f"{shown}: a symbolic link to nothing (or a loop of links): nothing was graded"
+    if os.path.islink(path):
+        return LINKED.format(shown=shown)
     if name.endswith(ARCHIVES):
         return (f"{shown}: an archive, not a folder of modules: unpack it (the grader opens "
                 "no archive) and grade the folder; nothing was graded")
@@ -229,7 +237,6 @@ def _class_entries(folder: Path, subs: list[Path], notebooks: Path) -> list[Subm
     except OSError:
         return []
     shown = safe_io.clean_text(os.fspath(folder), 300)
-    taken = {s.resolve() for s in subs}
     found: list[Submission] = []
     for entry in others:
         name = safe_io.clean_text(entry.name, 80)
@@ -239,15 +246,6 @@ def _class_entries(folder: Path, subs: list[Path], notebooks: Path) -> list[Subm
             sub = from_notebook(entry, notebooks)
             sub.notes.insert(0, note)
             found.append(sub)
-        elif entry.is_symlink() and entry.is_dir():
-            target = entry.resolve()
-            if target in taken:
-                found.append(Submission(entry.name, None, f"{name}: a symbolic link to a folder "
-                                        "graded under another name: graded once, there"))
-                continue
-            taken.add(target)
-            found.append(Submission(entry.name, target, notes=[
-                f"{note}: a symbolic link, graded as the folder it names"], cell_map=False))
         elif entry.is_symlink() or not _regular(entry) or entry.name.lower().endswith(ARCHIVES):
             found.append(Submission(entry.name, None, not_graded(entry, name)))
         else:
@@ -285,6 +283,8 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
         if not os.path.lexists(path):
             found.append(Submission(path.name or shown, None, f"{shown}: no such file or "
                                     "folder: nothing was graded"))
+        elif os.path.islink(path):
+            found.append(Submission(path.name, None, not_graded(path, shown)))
         elif path.suffix == ".ipynb" and not path.is_dir():
             notebooks.mkdir(parents=True, exist_ok=True)
             found.append(from_notebook(path, notebooks))

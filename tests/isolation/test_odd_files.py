@@ -231,19 +231,24 @@ def test_the_entries_of_a_class_folder_are_each_graded_or_reported(tmp_path, cap
     _notebook(klass / "frank.ipynb", [_tagged(SOLUTION.read_text())])
     os.mkfifo(klass / "gina")
     (klass / "README.md").write_text("the class\n")
+    (klass / "mallory").symlink_to(KIT_ROOT / "solution")  # an unpacked archive's link
     found = {s.name: s for s in resolve([klass], tmp_path / "nb")}
-    graded = {"alice", "bob", "--parts", "with space", "carol", "frank"}
-    zero = {"bob_again": "graded once", "dangling": "a symbolic link to nothing",
-            "loop": "a symbolic link to nothing", "dave.zip": "an archive",
-            "erin.tar.gz": "an archive", "gina": "neither a folder"}
+    graded = {"alice", "bob", "--parts", "with space", "frank"}
+    linked = "a symbolic link, not followed"
+    zero = {"carol": linked, "bob_again": linked, "mallory": linked,
+            "dangling": "a symbolic link to nothing", "loop": "a symbolic link to nothing",
+            "dave.zip": "an archive", "erin.tar.gz": "an archive", "gina": "neither a folder"}
     assert set(found) == graded | set(zero)  # the README alone is left out
     for name in graded:
         assert found[name].folder is not None and found[name].problem is None, name
-    assert (found["carol"].folder / "gemm_1_naive.py").is_file()
     assert (found["frank"].folder / "gemm_1_naive.py").read_text() == SOLUTION.read_text()
     for name, said in zero.items():
         assert found[name].folder is None and said in found[name].problem, name
     assert "README.md: not a submission" in capsys.readouterr().err
+    # Named on the command line, a link is not followed either
+    (tmp_path / "linked").symlink_to(KIT_ROOT / "solution")
+    [sub] = resolve([tmp_path / "linked"], tmp_path / "nb")
+    assert sub.folder is None and linked in sub.problem
 
 
 # ---------------------------------------------------------------------------------------
@@ -270,6 +275,7 @@ def graded_odd(tmp_path_factory) -> dict:
     (klass / "empty").mkdir()
     (klass / "folders_only" / "a" / "b").mkdir(parents=True)
     zipfile.ZipFile(klass / "zipped.zip", "w").writestr("gemm_1_naive.py", SOLUTION.read_text())
+    (klass / "mallory").symlink_to(KIT_ROOT / "solution")  # an unpacked archive's link
     _notebook(klass / "fake_output.ipynb", [
         _tagged(SOLUTION.read_text(), execution_count=1,
                 outputs=[{"output_type": "stream", "name": "stdout", "text": FORGED}]),
@@ -295,7 +301,8 @@ def test_a_class_of_odd_files_is_graded_whole(graded_odd):
     assert result.returncode == 1, result.stderr[-3000:]  # the archive is graded zero
     rows = list(csv.DictReader(open(graded_odd["out"] / "grades.csv", encoding="utf-8")))
     names = {"shadows", "odd_entries", "--parts", "latin1", "not_utf8", "deep",
-             "compiled_only", "empty", "folders_only", "zipped.zip", "fake_output", "nested"}
+             "compiled_only", "empty", "folders_only", "zipped.zip", "fake_output", "nested",
+             "mallory"}
     assert {r["name"] for r in reports.values()} == names
     assert len(rows) == len(names)
     # The solution's module, whatever lies beside it, keeps every point: no shadow module
@@ -305,7 +312,7 @@ def test_a_class_of_odd_files_is_graded_whole(graded_odd):
         assert item["points"] == item["max_points"] > 0, (name, item["message"])
     zero = {"not_utf8": "SyntaxError", "deep": "nested too deeply",
             "compiled_only": "missing", "empty": "missing", "folders_only": "missing",
-            "zipped.zip": "an archive", "nested": "missing"}
+            "zipped.zip": "an archive", "nested": "missing", "mallory": "not followed"}
     for name, said in zero.items():
         item = _item(reports[name])
         assert item["points"] == 0 and said in item["message"], (name, item["message"])
