@@ -53,7 +53,9 @@ PARTS = ("gemm", "net", "mpi")
 
 def _submissions(args: argparse.Namespace) -> list[Submission]:
     if args.submissions or args.bugs:
-        paths = [NAMED.get(s, Path(s)) for s in args.submissions]
+        # The kit's own folders named as such ('starter' may be a student's link to their
+        # work): followed; any other link is not (grader/submissions.py)
+        paths = [NAMED[s].resolve() if s in NAMED else Path(s) for s in args.submissions]
         if args.bugs:
             paths += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
     else:
