@@ -59,7 +59,8 @@ def _submissions(args: argparse.Namespace) -> list[Submission]:
         if args.bugs:
             paths += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
     else:
-        paths = [NAMED["solution"], NAMED["starter"], *examples.materialize_all(EXAMPLES_DIR)]
+        paths = [NAMED["solution"].resolve(), NAMED["starter"].resolve(),
+                 *examples.materialize_all(EXAMPLES_DIR)]
     return resolve(paths, NOTEBOOKS_DIR)
 
 def with_secret(config: Config, seed: int | None) -> Config:
