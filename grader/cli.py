@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "to use (at most those visible)")
     parser.add_argument("--jobs-per-gpu", type=int, default=None,
                         help="on GPUs, workers sharing one GPU (default: half the cores "
-                             "per GPU, 1 to 8); a timed job always has its GPU alone")
+                             "per GPU, 1 to 8); timed calls always have their GPU alone")
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")
@@ -200,7 +200,7 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         per_gpu = args.jobs_per_gpu or default_jobs_per_gpu(len(ids))
         slots = gpus.GpuSlots(ids, per_gpu)
         jobs = slots.threads
-        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed jobs alone on "
+        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed calls alone on "
                  f"their GPU)")
     print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
           file=sys.stderr)

@@ -318,9 +318,9 @@ def time_training(copy: Path, workdir: Path, config: Config, reference: Referenc
     GPU for grading; in the simulator only to test the job)."""
     plan = reference.plan
     limit = _limit(config, on_gpu)
-    with gpus.exclusive():  # a timed job has its GPU to itself, as Part 1's
-        run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
-                          "mode": plan.modes[SPEED_MODE]}, workdir, limit, on_gpu)
+    # The GPU to itself for its timed epochs (one timing window), as Part 1's kernels.
+    run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
+                      "mode": plan.modes[SPEED_MODE]}, workdir, limit, on_gpu, windows=1)
     stopped = guard.stop_message(run.outdir) or run.stop_reason(limit)
     ref_params = reference.params[SPEED_MODE]
     got, problem = _load_params(run.outdir, "speed", ref_params, stopped)
