@@ -53,11 +53,14 @@ PARTS = ("gemm", "net", "mpi")
 
 def _submissions(args: argparse.Namespace) -> list[Submission]:
     if args.submissions or args.bugs:
-        paths = [NAMED.get(s, Path(s)) for s in args.submissions]
+        # The kit's own folders named as such ('starter' may be a student's link to their
+        # work): followed; any other link is not (grader/submissions.py)
+        paths = [NAMED[s].resolve() if s in NAMED else Path(s) for s in args.submissions]
         if args.bugs:
             paths += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
     else:
-        paths = [NAMED["solution"], NAMED["starter"], *examples.materialize_all(EXAMPLES_DIR)]
+        paths = [NAMED["solution"].resolve(), NAMED["starter"].resolve(),
+                 *examples.materialize_all(EXAMPLES_DIR)]
     return resolve(paths, NOTEBOOKS_DIR)
 
 def with_secret(config: Config, seed: int | None) -> Config:

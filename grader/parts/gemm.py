@@ -136,7 +136,7 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     # The policy reads the copy before the job runs: the job may rewrite its own files.
     rules = anticheat.policy_verdict(copy, KERNELS[kernel][0], "gemm", config.policy)
     run = run_worker(job, workdir, time_limit(config, on_gpu), on_gpu,
-                     inputs=job_inputs(cases, [], config.secret, profile))
+                     inputs=job_inputs(cases, [], config.secret, profile, replay))
     stopped = run.stop_reason(time_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():

@@ -2,11 +2,12 @@
 
 For every case the worker writes `case-N.npz`: the three buffers after the call, how many
 of the submission's own kernels the call launched, and, for the cases the grader chose
-to replay, the buffers as the replay of those launches left them (grader/worker/
-launches.py). Timed cases write `perf-N.json` (seconds per call, own launches per call)
-and `perf-N.npz` (C after the last timed call, samples of C after every call, and an
-extra untimed call with its replay). In the simulator, a job may name one more case,
-`profile`, called once with its memory traffic counted: `profile.json` (or `profile.err`).
+to replay, the buffers as the replay of those launches left them, started from other
+operands the grader gave for it (grader/worker/launches.py). Timed cases write
+`perf-N.json` (seconds per call, own and other launches per call) and `perf-N.npz` (C after the
+last timed call, samples of C after every call, and an extra untimed call with its
+replay). In the simulator, a job may name one more case, `profile`, called once with its
+memory traffic counted: `profile.json` (or `profile.err`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
     inputs = ctx.inputs
     return Operands(inputs[f"{prefix}/A"], inputs[f"{prefix}/B"], inputs[f"{prefix}/C"],
                     case.interior())
+
+
+def replay_inputs(ctx: Context, n: int) -> list[np.ndarray] | None:
+    """The other operands (whole buffers A, B, C) the grader gave for the replay of case
+    n, or None: the replay then starts from the call's own."""
+    names = [f"case-{n}/replay/{k}" for k in "ABC"]
+    if not all(name in ctx.inputs for name in names):
+        return None
+    return [ctx.inputs[name] for name in names]
 
 
 def run(ctx: Context) -> None:
@@ -81,7 +91,7 @@ def run(ctx: Context) -> None:
             replayed = None
             if n in replay and record.own_launches:
                 refs = {k: ctx.recorder.ref_of(b) for k, b in zip("ABC", bufs, strict=True)}
-                replayed = ctx.recorder.replay(record, refs)
+                replayed = ctx.recorder.replay(record, refs, replay_inputs(ctx, n))
             ctx.snapshot.check()
             np.savez(out / f"case-{n}.npz", A=after[0], B=after[1], C=after[2],
                      **save_launches(record, replayed))
@@ -178,15 +188,19 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     rows, cols = sample_positions(case, seed)
     samples: list[np.ndarray] = []
     launches: list[int] = []
+    others: list[int] = []  # launches of kernels that are not the submission's
     recorder = ctx.recorder
 
     def before() -> None:
-        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)])))
+        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)],
+                                                 case.trans_a)))
         copy_into(bufs[2], pristine_C)
         recorder.begin(COUNT)
 
     def after() -> None:
-        launches.append(recorder.end().own_launches)
+        record = recorder.end()
+        launches.append(record.own_launches)
+        others.append(record.other_launches)
         samples.append(to_host(bufs[2])[ops.interior][rows, cols])
 
     timings = time_calls(lambda: gemm(launch, A, B, C, case.alpha, case.beta),
@@ -194,7 +208,7 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
                          after_each=after, clock=ctx.clock)
     C_last = to_host(bufs[2])
     # The extra call: full record, then the replay of its launches.
-    A_extra = perturbed_a(ops.A_buf, factors[calls])
+    A_extra = perturbed_a(ops.A_buf, factors[calls], case.trans_a)
     copy_into(bufs[0], to_device(A_extra))
     copy_into(bufs[2], pristine_C)
     recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])
@@ -210,7 +224,8 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     np.savez(out / f"{prefix}perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
              **save_launches(record, replayed))
     (out / f"{prefix}perf-{n}.json").write_text(json.dumps(
-        {"host": timings.host, "device": timings.device, "launches": launches}))
+        {"host": timings.host, "device": timings.device, "launches": launches,
+         "other_launches": others}))
 
 
 def _profile_case(ctx: Context, launch, case: GemmCase) -> None:
