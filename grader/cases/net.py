@@ -115,7 +115,21 @@ def _params(inputs: dict[str, np.ndarray]) -> network.Params:
                                       if k[0] in "Wb" and k[1:].isdigit()})
 
 
-def job_inputs(cases: list[dict], secret: int) -> dict[str, np.ndarray]:
-    """What a unit job receives: `unit-N/<name>` for every input of every case."""
-    return {f"unit-{n}/{name}": value for n, case in enumerate(cases)
-            for name, value in build_inputs(case, secret).items()}
+def replay_inputs(case: dict, secret: int = 0) -> dict[str, np.ndarray]:
+    """Other inputs of the same case (shapes, dtypes and kind of values), drawn from
+    another seed: a replayed case's recorded launches run again on these, which the call
+    never saw, so that an answer computed on the host and handed to a kernel as its
+    arguments (scalars, tuples, the grid) is not reproduced."""
+    return build_inputs(case, (secret * 1_000_003 + 7_919) % (2**63))
+
+
+def job_inputs(cases: list[dict], secret: int,
+               replay: list[int] | tuple[int, ...] = ()) -> dict[str, np.ndarray]:
+    """What a unit job receives: `unit-N/<name>` for every input of every case, and
+    `unit-N-replay/<name>` for the replayed ones."""
+    inputs = {f"unit-{n}/{name}": value for n, case in enumerate(cases)
+              for name, value in build_inputs(case, secret).items()}
+    for n in replay:
+        inputs.update({f"unit-{n}-replay/{name}": value
+                       for name, value in replay_inputs(cases[n], secret).items()})
+    return inputs

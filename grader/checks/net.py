@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
-from grader.cases.net import build_inputs, layers
+from grader.cases.net import build_inputs, layers, replay_inputs
 from grader.checks.gemm import (
     NO_KERNEL,
     NOT_REPRODUCED,
@@ -164,8 +164,9 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
                findings_fail: bool = True, secret: int = 0,
                replayed: bool = False) -> UnitOutcome:
     """The verdict on unit case n. The call must launch the submission's own kernels,
-    and a `replayed` case's outputs must be reproduced by replaying them (checked with
-    the same bounds as the call's own outputs)."""
+    and a `replayed` case's launches, run again on the case's other inputs
+    (replay_inputs), must compute those inputs' outputs (checked with the same bounds as
+    the call's own outputs)."""
     fn, text = case["function"], label(case)
     err_file, npz_file = outdir / f"unit-{n}.err", outdir / f"unit-{n}.npz"
     if os.path.lexists(err_file):
@@ -201,7 +202,8 @@ def check_unit(case: dict, outdir: Path, n: int, stopped: str,
         if problem:
             problems.append(problem)
     if not problems and replayed:
-        for name, (ref, tol) in wanted.items():
+        # The replay ran on the case's other inputs: it must compute their outputs.
+        for name, (ref, tol) in expected(case, replay_inputs(case, secret)).items():
             again = got.get(f"replay:out:{name}")
             why = (f"{name} is not in memory any recorded kernel touched" if again is None
                    else compare(name, again, ref, tol))

@@ -121,7 +121,7 @@ def grade_units(submission: Path, workroot: Path, config: Config,
              for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
                       "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
-                     inputs=job_inputs(cases, config.secret))
+                     inputs=job_inputs(cases, config.secret, replay))
     stopped = run.stop_reason(_limit(config, on_gpu))
     outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail, config.secret,
                            n in replay)

@@ -45,6 +45,8 @@ EXPECTED = {
     "cached_softmax": {"net.backward": "relative max-norm error|" + NOT_REPRODUCED,
                        "net.agreement": NOT_REPRODUCED},
     "honest_first_call": {"net.sgd": NOT_REPRODUCED, "net.agreement": NOT_REPRODUCED},
+    # The unit cases replay on other inputs; the training's calls on their own (a gap).
+    "scalar_smuggle": {"net.kernels": NOT_REPRODUCED, "net.forward": NOT_REPRODUCED},
     "monkeypatch_runner": {**{i: "rules for graded code.*nnkit" for i in BACKPROP},
                            "net.agreement": "rules for graded code.*nnkit"},
     "patch_replay": {i: "rules for graded code.*_replay_difference"
