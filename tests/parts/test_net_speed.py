@@ -243,7 +243,7 @@ def test_on_a_gpu_a_network_that_knows_it_is_timed_gains_nothing(tmp_path):
     if not all((default_dir() / name).is_file() for name in FILES.values()):
         pytest.skip("MNIST is not in place (make data): the speed is timed on MNIST only")
     reference = net_part.train_reference(net_part.training_plan(True))
-    cheat = shutil.copytree(NAMED["solution"], tmp_path / "detect_timing")
+    cheat = shutil.copytree(NAMED["solution"], tmp_path / "subs" / "detect_timing")
     for path in (Path(__file__).parents[1] / "cheats_net" / "detect_timing").iterdir():
         shutil.copy(path, cheat / path.name)
     runs = {}
