@@ -83,6 +83,17 @@ INNOCENT = ("collections", "typing", "enum", "dataclasses", "warnings", "functoo
             "contextlib", "logging", "_weakrefset")
 INNOCENT_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename", "object.__setattr__",
                              "object.__delattr__"})
+# Standard-library modules that write the methods of the classes they build as source text
+# and compile it (a @dataclass's __init__, __repr__, __eq__; collections.namedtuple's
+# __new__): the text is built from the class's field names, which the submission's own
+# source spells out, not from a string it passes. Their compile and exec are allowed when
+# the call comes from their own code; every other compile of a string is refused.
+CODEGEN = ("dataclasses", "collections")
+CODEGEN_EVENTS = frozenset({"compile", "exec"})
+# A @dataclass without a docstring gets one from inspect.signature, whose unwrap() keys a
+# memo by id(): the number stays inside inspect. Only id() is allowed there (inspect's
+# currentframe and the like stay refused).
+ID_INNOCENT = ("inspect",)
 # What the import system itself does to load a module a submission imports for the first
 # time (reading its cached bytecode, compiling and running its file); the import itself
 # is judged by the "import" event, and what the module does by the frames it runs in.
@@ -110,7 +121,9 @@ class Guard:
         # libraries' data files, MNIST); everything else is closed to it.
         self.read_roots = tuple(str(Path(p).resolve()) for p in read_roots)
         self.compilers = self._compiler_roots()
-        self.innocent = self._innocent_files()
+        self.innocent = self._innocent_files(INNOCENT)
+        self.codegen = self._innocent_files(CODEGEN)
+        self.id_innocent = self._innocent_files(ID_INNOCENT)
         self._fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                            0o600)
         self._local = threading.local()
@@ -129,9 +142,9 @@ class Guard:
         return tuple(roots)
 
     @staticmethod
-    def _innocent_files() -> frozenset[str]:
+    def _innocent_files(names: tuple[str, ...]) -> frozenset[str]:
         files = set()
-        for name in INNOCENT:
+        for name in names:
             where = getattr(sys.modules.get(name), "__file__", None)
             if where:
                 files.add(where)
@@ -179,6 +192,10 @@ class Guard:
         try:
             caller = sys._getframe(1).f_code.co_filename
             if event in INNOCENT_EVENTS and caller in self.innocent:
+                return
+            if event in CODEGEN_EVENTS and caller in self.codegen:
+                return
+            if event == "builtins.id" and caller in self.id_innocent:
                 return
             if event in IMPORT_SYSTEM_EVENTS and caller.startswith("<frozen importlib"):
                 return  # the import system loading a module's cached bytecode
