@@ -3,7 +3,6 @@ tile size taken from math, and a 2-D grid whose x covers the rows."""
 
 import math
 
-import numpy as np
 from numba import cuda as nb_cuda
 from numba import float32
 
