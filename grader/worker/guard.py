@@ -90,6 +90,10 @@ INNOCENT_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename", "object
 # the call comes from their own code; every other compile of a string is refused.
 CODEGEN = ("dataclasses", "collections")
 CODEGEN_EVENTS = frozenset({"compile", "exec"})
+# typing compiles a string annotation into a ForwardRef (a NamedTuple's fields under
+# `from __future__ import annotations`, say): allowed for a source without a call in it
+# (names, dots, subscripts, `|`), never run from there (its exec stays refused).
+FORWARD_REF = ("typing",)
 # A @dataclass without a docstring gets one from inspect.signature, whose unwrap() keys a
 # memo by id(): the number stays inside inspect. Only id() is allowed there (inspect's
 # currentframe and the like stay refused).
@@ -120,6 +124,14 @@ REFUSED_IMPORTS = ("ctypes", "_ctypes", "cffi", "gc", "inspect", "subprocess", "
                    "code", "codeop", "pickle", "marshal", "shelve", "mmap", "_posixsubprocess")
 
 
+def _annotation(args: tuple) -> bool:
+    """Is this compile's source an annotation that calls nothing?"""
+    source = args[0] if args else None
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    return isinstance(source, str) and "(" not in source
+
+
 class Guard:
     """The audit hook of one worker. `arm()` adds it; nothing removes it."""
 
@@ -136,6 +148,7 @@ class Guard:
         self.innocent = self._innocent_files(INNOCENT)
         self.codegen = self._innocent_files(CODEGEN)
         self.id_innocent = self._innocent_files(ID_INNOCENT)
+        self.forward_ref = self._innocent_files(FORWARD_REF)
         self._fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                            0o600)
         self._local = threading.local()
@@ -208,6 +221,8 @@ class Guard:
             if event in CODEGEN_EVENTS and caller in self.codegen:
                 return
             if event == "builtins.id" and caller in self.id_innocent:
+                return
+            if event == "compile" and caller in self.forward_ref and _annotation(args):
                 return
             if event in IMPORT_SYSTEM_EVENTS and caller.startswith("<frozen importlib"):
                 return  # the import system loading a module's cached bytecode
