@@ -18,6 +18,7 @@ from grader.checks.policy.names import (
     CUDA_SUBMODULES,
     DANGER_BUILTINS,
     DANGER_MODULES,
+    DATATYPE_CTORS,
     HELPER_GETATTR,
     HELPER_MODULE_ATTRS,
     HELPERS,
@@ -138,7 +139,9 @@ class _AttributeRules:
                 return "host-copy"
         if attr in COUNTING and self.part == "mpi" and not self._self_like(base):
             return "mpi-comm"
-        if attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup")):
+        if (attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup"))) \
+                and attr not in DATATYPE_CTORS and not (
+                    attr == "Free" and isinstance(base, ast.Name) and base.id in self.datatypes):
             if not (ref is not None and ref.is_module) and not self._self_like(base):
                 return "mpi-comm"
         if (self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)) \
