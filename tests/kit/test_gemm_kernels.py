@@ -59,7 +59,7 @@ def test_transposition_flags_may_be_positional():
         C[...] = alpha * (np.asarray(A, np.float64) @ np.asarray(B, np.float64))
 
     rng = np.random.default_rng(0)
-    A, B = rng.random((4, 3), np.float32), rng.random((5, 3), np.float32)
+    A, B = rng.random((4, 3), np.float32), rng.random((5, 4), np.float32)
     by_position, by_name = np.empty((3, 5), np.float32), np.empty((3, 5), np.float32)
     gemm(host, A, B, by_position, 2.0, 0.0, True, True)
     gemm(host, A, B, by_name, 2.0, 0.0, trans_a=True, trans_b=True)
