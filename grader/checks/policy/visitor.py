@@ -11,7 +11,6 @@ from grader.checks.policy.attributes import _AttributeRules
 from grader.checks.policy.expressions import _ExpressionRules
 from grader.checks.policy.kernels import _Kernel, _KernelRules, _launch, _Scope
 from grader.checks.policy.names import (
-    DATATYPE_CTORS,
     DECORATORS,
     INTERNALS,
     MEMORY_ATTRS,
@@ -43,7 +42,6 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         self.decorator = 0  # inside a decorator expression
         self.handled: set[int] = set()  # node ids already judged by their parent
         self.local_aliases: list[dict[str, Ref]] = [{}]
-        self.datatypes: set[str] = set()  # names bound to a derived MPI datatype
 
     @property
     def gemm_or_net(self) -> bool:
@@ -346,8 +344,6 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         self.generic_visit(node)
         if self.kernel is not None:
             self._kernel_assign(node.targets, node.value)
-        if _makes_datatype(node.value):
-            self.datatypes |= {t.id for t in node.targets if isinstance(t, ast.Name)}
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
@@ -402,13 +398,3 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         if self.kernel is not None:
             self._kernel_call(node)
         self.generic_visit(node)
-
-
-def _makes_datatype(value: ast.expr) -> bool:
-    """Is `value` a derived datatype's constructor, maybe with calls chained on it
-    (MPI.FLOAT.Create_contiguous(d).Commit())?"""
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        if value.func.attr in DATATYPE_CTORS:
-            return True
-        value = value.func.value
-    return False
