@@ -55,11 +55,11 @@ def gemm(
     C: Any,
     alpha: float = 1.0,
     beta: float = 0.0,
-    *,
     trans_a: bool = False,
     trans_b: bool = False,
 ) -> Any:
-    """C <- alpha * op(A) @ op(B) + beta * C, where op transposes when asked; returns C."""
+    """C <- alpha * op(A) @ op(B) + beta * C, where op transposes when asked; returns C.
+    The flags may be passed by position too, as the signature in the handout allows."""
     opA = A.T if trans_a else A
     opB = B.T if trans_b else B
     operand_shapes(opA, opB, C)

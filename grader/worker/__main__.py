@@ -35,7 +35,7 @@ def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
 
 
 def set_up(job: dict, job_file: Path) -> Context:
-    from grader.worker import blocksync, kernelsim, launches, tamper, traps
+    from grader.worker import blocksync, kernelsim, launches, tamper, traps, warps
     from grader.worker.window import Window
     from nnkit import timing
     from nnkit.backend import cuda, select
@@ -60,6 +60,7 @@ def set_up(job: dict, job_file: Path) -> Context:
         if not backend.on_gpu:
             kernelsim.install()  # simulated kernels as restricted as compiled ones
             blocksync.install()  # and their blocks run without the simulator's polling
+            warps.install()  # with the warp intrinsics the simulator lacks
         if job.get("kind", "gemm") == "gemm" and job.get("module") != CUBLAS:
             library_traps = traps.Traps(out / traps.RECORD, submission)
             library_traps.install()

@@ -433,7 +433,8 @@ class Recorder:
         recorder = self
         self._gemms += (gemm,)
 
-        def recorded(A, B, C, alpha=1.0, beta=0.0, *, trans_a=False, trans_b=False):
+        # The handout's signature: the flags may come by position as well.
+        def recorded(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False):
             if recorder.mode == FULL:
                 with recorder._lock:
                     refs = [recorder._ref(x, name) for x, name in ((A, "A"), (B, "B"),

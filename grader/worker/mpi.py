@@ -237,7 +237,7 @@ def _device_set_up(job: dict, submission: Path) -> Any:
         return None
     import threading
 
-    from grader.worker import blocksync, kernelsim, launches
+    from grader.worker import blocksync, kernelsim, launches, warps
     from nnkit.backend import cuda, select
 
     del cuda  # imported for its side effect: numba loads before the submission can
@@ -248,6 +248,7 @@ def _device_set_up(job: dict, submission: Path) -> Any:
             threading.stack_size(int(job["thread_stack_kb"]) * 1024)
         kernelsim.install()
         blocksync.install()
+        warps.install()
     import grader.worker.net  # noqa: F401 - its Audited wrapper, loaded before the submission
     import nnkit.dataset
     import nnkit.gemm  # noqa: F401

@@ -256,6 +256,22 @@ def test_self_rebound_loses_its_privileges(tmp_path):
     assert ("private", 5) in _rules(tmp_path, source)
 
 
+def test_derived_datatypes_are_not_new_communicators(tmp_path):
+    """A row datatype for Scatterv (tests/policy/alt_mpi_nonblocking) is made, committed
+    and freed; the communicator's own Create_group and Free are still refused."""
+    source = ("from mpi4py import MPI\n"
+              "def f(comm, d):\n"
+              "    row = MPI.FLOAT.Create_contiguous(d)\n"
+              "    row.Commit()\n"
+              "    block = MPI.FLOAT.Create_vector(2, 3, 4).Commit()\n"
+              "    block.Free()\n"
+              "    row.Free()\n"
+              "    comm.Free()\n"
+              "    comm.Create_group(comm.Get_group())\n")
+    assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [("mpi-comm", 8),
+                                                                       ("mpi-comm", 9)]
+
+
 def test_numpy_in_gemm_is_for_scalars_and_setup_but_free_in_mpi(tmp_path):
     source = ("import numpy as np\n"
               "a = np.float32(1) + np.zeros(3) + np.array([1, 2]) + np.ceil(2.5)\n"

@@ -51,6 +51,22 @@ def test_operand_errors_are_clear():
         gemm(launch, A, np.zeros(4, np.float32), np.zeros((3, 2), np.float32))
 
 
+def test_transposition_flags_may_be_positional():
+    """The handout's signature gemm(A, B, C, alpha=1.0, beta=0.0, trans_a=False,
+    trans_b=False) lets a network pass the flags by position (tests/policy/
+    alt_net_workspace); a host launcher stands in for a kernel."""
+    def host(A, B, C, alpha, beta):
+        C[...] = alpha * (np.asarray(A, np.float64) @ np.asarray(B, np.float64))
+
+    rng = np.random.default_rng(0)
+    A, B = rng.random((4, 3), np.float32), rng.random((5, 4), np.float32)
+    by_position, by_name = np.empty((3, 5), np.float32), np.empty((3, 5), np.float32)
+    gemm(host, A, B, by_position, 2.0, 0.0, True, True)
+    gemm(host, A, B, by_name, 2.0, 0.0, trans_a=True, trans_b=True)
+    assert np.array_equal(by_position, by_name)
+    assert np.allclose(by_position, 2.0 * A.T.astype(np.float64) @ B.T, rtol=1e-6)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", [*KERNELS, "cublas"])
 @pytest.mark.parametrize(

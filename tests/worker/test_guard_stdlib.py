@@ -1,0 +1,106 @@
+"""The worker's audit hook and the standard library a correct submission may use: a
+@dataclass, a NamedTuple (under `from __future__ import annotations` too) and NumPy data
+unpickled by mpi4py's lowercase calls act through compile, exec, id() and
+pickle.find_class, which the hook otherwise refuses. These pass; a pickle naming any other
+function, a string compiled by the submission itself and an annotation with a call in it
+are still refused. Run in a fresh interpreter: an audit hook cannot be removed."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from tests.conftest import KIT_ROOT
+
+STUDENT = '''\
+from __future__ import annotations
+
+import collections
+import typing
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+@dataclass(frozen=True)
+class Geometry:
+    block: tuple
+    grid: tuple = (1, 1)
+
+
+class Layer(NamedTuple):
+    W: object
+    b: object
+
+
+Pair = collections.namedtuple("Pair", "left right")
+
+
+def receive(loads, blobs):
+    return [loads(blob) for blob in blobs]
+
+
+def compiled_here():
+    return eval("1 + 1")
+
+
+def annotation_with_a_call():
+    return typing.ForwardRef("len('ab')")
+'''
+
+DRIVER = '''\
+import json, pickle, sys
+from pathlib import Path
+import numpy as np
+import collections, dataclasses, inspect, typing  # loaded before arming, as in the worker
+from grader.worker import guard
+
+folder = Path(sys.argv[1])
+record = folder.parent / "guard.jsonl"
+hook = guard.Guard(folder, [], record, read_roots=[folder])
+hook.log_only = True
+hook.arm()
+sys.path.insert(0, str(folder))
+import student
+
+assert student.Geometry((32, 8)).grid == (1, 1) and student.Layer(1, 2).b == 2
+blobs = [bytes.fromhex(h) for h in json.loads(sys.argv[2])]
+print("numpy:", len(student.receive(pickle.loads, blobs)), flush=True)
+print("stage", flush=True)
+student.receive(pickle.loads, [pickle.dumps(len)])
+student.compiled_here()
+student.annotation_with_a_call()
+'''
+
+
+def _refusals(tmp_path) -> tuple[list[dict], str]:
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "student.py").write_text(STUDENT)
+    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(6).reshape(2, 3).T,
+              np.int64(800), np.float32(0.5), np.zeros(0, np.float32), np.dtype("int64"),
+              (np.array([3, 7]), [np.ones(2)])]
+    blobs = [pickle.dumps(a, protocol=5).hex() for a in arrays]
+    # One interpreter, two stages: the refusals before "stage" come from correct code.
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER), str(folder),
+                             json.dumps(blobs)], cwd=KIT_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = (tmp_path / "guard.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    return records, result.stdout
+
+
+def test_stdlib_class_builders_and_numpy_pickles_pass_and_the_rest_is_refused(tmp_path):
+    records, stdout = _refusals(tmp_path)
+    assert "numpy: 7" in stdout
+    events = [(r["event"], r["line"]) for r in records]
+    # Correct code (class definitions at import, the NumPy pickles): nothing refused. Then
+    # the pickle naming builtins.len (line 24), the submission's own eval (28) and the
+    # annotation that calls (32), each refused.
+    assert events == [("pickle.find_class", 24), ("compile", 28), ("exec", 28),
+                      ("compile", 32)], records
