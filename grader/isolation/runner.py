@@ -176,7 +176,7 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
             prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
         text = _tail(log_path)
     if os.environ.get(PROFILE):
-        _profile(job, results, entered, started, seconds, cpu)
+        write_profile(job, results, entered, started, seconds, cpu)
     backend = None
     try:
         status = safe_io.read_json(results / "worker.json", STATUS_BYTES)
@@ -195,7 +195,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _profile(job: dict, results: Path, entered: float, started: float,
+def write_profile(job: dict, results: Path, entered: float, started: float,
              seconds: float, cpu: float) -> None:
     """Append where this job's time went (set-up of the sandbox, then the worker's own
     phases.json, then collection) to the file GRADER_PROFILE names. For the grader's

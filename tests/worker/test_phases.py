@@ -24,7 +24,7 @@ def test_profile_lines_give_each_phase_its_seconds_and_cpu(tmp_path, monkeypatch
     now = time.time()
     (results / "phases.json").write_text(json.dumps(
         [["start", now + 1.0, 0.25], ["imports", now + 1.5, 0.5], ["old-style", now + 2.0]]))
-    runner._profile({"kind": "gemm", "module": "m"}, results, now - 0.5, now, 2.0, 1.75)
+    runner.write_profile({"kind": "gemm", "module": "m"}, results, now - 0.5, now, 2.0, 1.75)
     line = json.loads((tmp_path / "profile.jsonl").read_text())
     assert line["cpu_children"] == 1.75 and line["worker_seconds"] == 2.0
     assert line["steps"]["sandbox"] == 0.5
