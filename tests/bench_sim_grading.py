@@ -8,6 +8,11 @@ imports, the references, the checks). Prints two tables: per part (CPU, wall, th
 CPU, the grader's) and per job (where its time went).
 
     python -m tests.bench_sim_grading [--submissions solution starter] [--parts gemm net mpi]
+        [--kit OTHER_CHECKOUT]
+
+--kit grades with another checkout of the kit (its grader, run by this interpreter): the
+"before" of a before/after comparison. Its per-job CPU needs a grader whose profile lines
+carry `cpu_children`; the totals do not.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def grade(submission: str, parts: str, scratch: Path) -> dict:
+def grade(submission: str, parts: str, scratch: Path, kit: Path = KIT_ROOT) -> dict:
     """Grade one submission's parts in a fresh grader; its CPU, wall time and profile."""
     profile = scratch / f"profile-{submission.replace('/', '_')}-{parts}.jsonl"
     profile.unlink(missing_ok=True)
@@ -41,7 +46,7 @@ def grade(submission: str, parts: str, scratch: Path) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "grader", submission, "--parts", parts, "--jobs", "1",
          "--seed", SEED, "--out", str(scratch / f"out-{parts}")],
-        cwd=KIT_ROOT, env=env, capture_output=True, text=True)
+        cwd=kit, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - start, _children_cpu() - before
     if done.returncode != 0:
         raise SystemExit(f"grading {submission} ({parts}) failed:\n{done.stderr[-2000:]}")
@@ -57,10 +62,14 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["gemm", "net", "mpi"])
     parser.add_argument("--no-all", action="store_true",
                         help="leave out the grading of all parts in one run")
+    parser.add_argument("--kit", type=Path, default=KIT_ROOT,
+                        help="the checkout whose grader grades (default: this one)")
     args = parser.parse_args()
     runs = [*args.parts, *([] if args.no_all else [ALL])]
     with tempfile.TemporaryDirectory(prefix="bench-sim-grading-") as tmp:
-        results = {(s, p): grade(s, p, Path(tmp)) for s in args.submissions for p in runs}
+        results = {(s, p): grade(s, p, Path(tmp), args.kit.resolve())
+                   for s in args.submissions for p in runs}
+    print(f"kit: {args.kit.resolve()}")
     print("| submission | parts | CPU s | wall s | jobs | jobs' CPU s | grader's CPU s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for (sub, parts), r in results.items():
