@@ -190,3 +190,46 @@ def test_a_thread_ending_by_system_exit_stops_neither_the_block_nor_the_pool():
     assert got[3] == 0 and np.delete(got, 3).all()
     block_sum[1, N](to_device(np.ones(N, np.float32)), out)  # the pool still works
     assert to_host(out)[0] == N
+
+
+WIDE = 256  # more threads than the earlier tests left in the pool
+
+
+@cuda.jit
+def wide_barrier(out):
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    out[t] = t
+
+
+def test_a_block_that_cannot_get_its_threads_fails_instead_of_hanging(monkeypatch):
+    import threading
+
+    started = []  # pool threads started during the test
+    start = threading.Thread.start
+
+    def limited_start(thread):
+        if thread.name == "blocksync-pool":
+            if len(started) >= 40:  # the job's thread limit, say
+                raise RuntimeError("can't start new thread")
+            started.append(thread)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", limited_start)
+    out = to_device(np.zeros(WIDE, np.float32))
+    raised = []
+
+    def launch():
+        try:
+            wide_barrier[1, WIDE](out)
+        except RuntimeError as err:
+            raised.append(str(err))
+
+    launcher = threading.Thread(target=launch, daemon=True)
+    start(launcher)
+    launcher.join(timeout=120)
+    assert not launcher.is_alive(), "the block hung"
+    assert raised and "can't start new thread" in raised[0]
+    monkeypatch.undo()
+    wide_barrier[1, WIDE](out)  # with threads to be had, the pool works again
+    assert np.array_equal(to_host(out), np.arange(WIDE, dtype=np.float32))
