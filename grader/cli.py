@@ -53,11 +53,14 @@ PARTS = ("gemm", "net", "mpi")
 
 def _submissions(args: argparse.Namespace) -> list[Submission]:
     if args.submissions or args.bugs:
-        paths = [NAMED.get(s, Path(s)) for s in args.submissions]
+        # The kit's own folders named as such ('starter' may be a student's link to their
+        # work): followed; any other link is not (grader/submissions.py)
+        paths = [NAMED[s].resolve() if s in NAMED else Path(s) for s in args.submissions]
         if args.bugs:
             paths += examples.materialize_all(KIT_ROOT / "build" / "bugs", args.bugs)
     else:
-        paths = [NAMED["solution"], NAMED["starter"], *examples.materialize_all(EXAMPLES_DIR)]
+        paths = [NAMED["solution"].resolve(), NAMED["starter"].resolve(),
+                 *examples.materialize_all(EXAMPLES_DIR)]
     return resolve(paths, NOTEBOOKS_DIR)
 
 def with_secret(config: Config, seed: int | None) -> Config:
@@ -86,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "to use (at most those visible)")
     parser.add_argument("--jobs-per-gpu", type=int, default=None,
                         help="on GPUs, workers sharing one GPU (default: half the cores "
-                             "per GPU, 1 to 8); a timed job always has its GPU alone")
+                             "per GPU, 1 to 8); timed calls always have their GPU alone")
     parser.add_argument("--seed", type=int, default=None,
                         help="the run's secret seed (default: drawn afresh); every case's "
                              "inputs derive from it, so a fixed seed reproduces a run")
@@ -197,7 +200,7 @@ def _grade(args: argparse.Namespace, parts: list[str], kernels: list[str], confi
         per_gpu = args.jobs_per_gpu or default_jobs_per_gpu(len(ids))
         slots = gpus.GpuSlots(ids, per_gpu)
         jobs = slots.threads
-        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed jobs alone on "
+        where = (f" x {len(ids)} GPU(s), {per_gpu} worker(s) each (timed calls alone on "
                  f"their GPU)")
     print(f"Grading {len(submissions)} submission(s) on {backend.describe()}{where}",
           file=sys.stderr)

@@ -31,9 +31,15 @@ def join_cells(cells: list[str]) -> str:
 
 # -- cells -> modules -------------------------------------------------------------------
 
-def _source(cell: dict) -> str:
+def _source(cell: dict, number: int) -> str:
+    """A code cell's text (a string, or a list of strings, as nbformat has it), as UTF-8
+    can hold it: a lone surrogate (a \\udcxx escape in the JSON) becomes '?'."""
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        source = "".join(source)
+    if not isinstance(source, str):
+        raise NotebookError(f"cell {number}: its source is {type(source).__name__}, not text")
+    return source.encode("utf-8", "replace").decode("utf-8")
 
 
 def _dict(value: object) -> dict:
@@ -116,8 +122,10 @@ def notebook_cells(path: Path) -> NotebookCells:
         cells = notebook["cells"]
         if not isinstance(cells, list):
             raise TypeError("its cells are not a list")
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise NotebookError(f"{path}: not a readable notebook ({err})") from err
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        # (RecursionError: JSON nested deeper than the decoder goes)
+        raise NotebookError(f"{path}: not a readable notebook ({type(err).__name__}: "
+                            f"{safe_io.clean_text(err, 300)})") from err
     found = NotebookCells()
     for number, cell in enumerate(cells, 1):
         if not (isinstance(cell, dict) and cell.get("cell_type") == "code"):
@@ -127,7 +135,7 @@ def notebook_cells(path: Path) -> NotebookCells:
             continue
         cell_id = _cell_id(cell)
         found.modules.setdefault(module, []).append(
-            (_source(cell), Path(path).name, number, cell_id))
+            (_source(cell, number), Path(path).name, number, cell_id))
         found.untagged += how != "tag"
         if how == "tag" or _id_module(cell_id) == module and cell_id.endswith("-0"):
             found.first_cells.add(module)

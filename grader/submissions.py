@@ -14,7 +14,13 @@ Paths given to the grader (`resolve`):
   folder given by mistake, or on purpose) is graded as one submission per sub-folder
   (hidden ones and `__pycache__` left out), with a note; with a single such sub-folder it
   is a student's own folder with the modules one level too deep: graded as it is (so
-  the row keeps the student's name), with a note saying where the modules are;
+  the row keeps the student's name), with a note saying where the modules are. In a
+  class's folder, the other entries a student's work may be are not dropped unseen: a
+  notebook is graded as a notebook, and a symbolic link, an archive or a special file
+  gets a row graded zero saying why; other files (a README) are named on stderr;
+- a submission that is a symbolic link is never followed (graded zero, saying so): it
+  could name any folder the grader may read, the solution or another student's
+  (an archive unpacked into the class's folder can hold such a link);
 - a notebook (`.ipynb`) becomes the folder of the modules its tagged cells hold, provided
   it is a regular file of at most nbextract.NOTEBOOK_BYTES (a FIFO or a device is never opened);
 - a path that does not exist, or is neither, is graded zero with a message saying so:
@@ -111,6 +117,9 @@ def survey(src: Path) -> Manifest:
             manifest.skip(name, OTHER)
         elif info.st_size > MAX_FILE_BYTES:
             manifest.skip(name, f".py file(s) over {MAX_FILE_BYTES >> 20} MiB")
+        elif not os.access(entry.path, os.R_OK):
+            # (without a note the module would be "missing" though the student sees it)
+            manifest.skip(name, ".py file(s) the grader may not read (permissions)")
         elif len(manifest.files) >= MAX_FILES:
             manifest.skip(name, f".py file(s) beyond the first {MAX_FILES}")
         elif total + info.st_size > MAX_TOTAL_BYTES:
@@ -191,6 +200,60 @@ def _subfolders(folder: Path) -> list[Path]:
     return sorted(subs)
 
 
+ARCHIVES = (".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz", ".zst", ".7z", ".rar")
+
+
+LINKED = ("{shown}: a symbolic link, not followed (it could name any folder the grader "
+          "may read): nothing was graded; copy the submission itself there")
+
+
+def not_graded(path: Path, shown: str) -> str:
+    """Why a path that is not a folder or notebook to grade is graded zero."""
+    name = path.name.lower()
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"{shown}: a symbolic link to nothing (or a loop of links): nothing was graded"
+    if os.path.islink(path):
+        return LINKED.format(shown=shown)
+    if name.endswith(ARCHIVES):
+        return (f"{shown}: an archive, not a folder of modules: unpack it (the grader opens "
+                "no archive) and grade the folder; nothing was graded")
+    return f"{shown}: neither a folder of modules nor a notebook: nothing was graded"
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _class_entries(folder: Path, subs: list[Path], notebooks: Path) -> list[Submission]:
+    """What a class's folder holds besides its plain sub-folders (see the module
+    docstring): never an entry dropped without a word."""
+    try:
+        with os.scandir(folder) as entries:
+            others = sorted(Path(e.path) for e in entries if not e.name.startswith(".")
+                            and e.name != "__pycache__" and Path(e.path) not in subs)
+    except OSError:
+        return []
+    shown = safe_io.clean_text(os.fspath(folder), 300)
+    found: list[Submission] = []
+    for entry in others:
+        name = safe_io.clean_text(entry.name, 80)
+        note = f"graded as one of the entries of {shown}"
+        if entry.suffix == ".ipynb" and not entry.is_dir():
+            notebooks.mkdir(parents=True, exist_ok=True)
+            sub = from_notebook(entry, notebooks)
+            sub.notes.insert(0, note)
+            found.append(sub)
+        elif entry.is_symlink() or not _regular(entry) or entry.name.lower().endswith(ARCHIVES):
+            found.append(Submission(entry.name, None, not_graded(entry, name)))
+        else:
+            print(f"grader: {shown}/{name}: not a submission (a file, not a folder or a "
+                  "notebook): left out", file=sys.stderr)
+    return found
+
+
 def from_notebook(path: Path, parent: Path) -> Submission:
     """A notebook as the folder of modules its tagged cells hold (in a new folder under
     parent); one that cannot be read becomes an empty folder, graded zero with 'missing
@@ -220,12 +283,13 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
         if not os.path.lexists(path):
             found.append(Submission(path.name or shown, None, f"{shown}: no such file or "
                                     "folder: nothing was graded"))
+        elif os.path.islink(path):
+            found.append(Submission(path.name, None, not_graded(path, shown)))
         elif path.suffix == ".ipynb" and not path.is_dir():
             notebooks.mkdir(parents=True, exist_ok=True)
             found.append(from_notebook(path, notebooks))
         elif not path.is_dir():
-            found.append(Submission(path.name, None, f"{shown}: neither a folder of modules "
-                                    "nor a notebook: nothing was graded"))
+            found.append(Submission(path.name, None, not_graded(path, shown)))
         else:
             nested = [] if holds_modules(path) else [
                 s for s in _subfolders(path) if holds_modules(s)]
@@ -237,6 +301,7 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
                 note = f"graded as one of the {len(subs)} sub-folders of {shown}"
                 found += [Submission(s.name, s.resolve(), notes=[note], cell_map=False)
                           for s in subs]
+                found += _class_entries(path, subs, notebooks)
                 continue
             notes = [f"no student module at the top level, but the sub-folder "
                      f"{safe_io.clean_text(nested[0].name, 80)}/ holds some: only modules at "

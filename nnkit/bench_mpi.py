@@ -20,6 +20,9 @@ several GPUs, rank r uses GPU r mod count (one GPU per rank).
 After training, each job times one reduce of a buffer as large as the network's
 parameters with every strategy (MPI's Allreduce, the kit's ring, the implementation's
 ring, butterfly and hopping-ring mixing) and counts the bytes each rank sends.
+
+(Over 400 lines: one command whose MPI workers, tables and plots share its result
+records; the workers come first, then the tables, then the plots.)
 """
 
 from __future__ import annotations

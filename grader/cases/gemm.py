@@ -12,7 +12,9 @@ Traps set for every case:
 - a "reuse" case runs in the buffers of the case before it (same shapes, same device
   memory), refilled with new values: a launcher that caches or replays its last result
   returns the old answer. Timed calls likewise get a new A before each call (see
-  grader/worker/layout.py), and a sample of every timed call's C is checked.
+  grader/worker/layout.py), and a sample of every timed call's C is checked;
+- a replayed case's launches run again on other operands of its layout
+  (replay_operands), so that kernels handed the answer by the host reproduce nothing.
 
 Operands are built here, in the grader, and written into each job's folder: the worker
 holds no way to build them, and their seeds mix the case's number with a secret of the
@@ -47,10 +49,16 @@ def derived(secret: int, *labels: str | int) -> int:
 
 
 def job_inputs(cases: list[GemmCase], perf: list[GemmCase], secret: int,
-               profile: GemmCase | None = None) -> dict[str, np.ndarray]:
-    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C`, `perf-N/...` and
-    `profile/...`."""
+               profile: GemmCase | None = None,
+               replay: list[int] = ()) -> dict[str, np.ndarray]:
+    """The operands a GEMM job receives: `case-N/A`, `.../B`, `.../C`, `perf-N/...`,
+    `profile/...`, and for each replayed case N the operands its replay starts from,
+    `case-N/replay/A` ... (replay_operands)."""
     arrays = {}
+    for n in replay:
+        ops = replay_operands(cases[n], secret)
+        arrays.update({f"case-{n}/replay/A": ops.A_buf, f"case-{n}/replay/B": ops.B_buf,
+                       f"case-{n}/replay/C": ops.C_buf})
     if profile is not None:
         ops = build_operands(profile, secret)
         arrays.update({"profile/A": ops.A_buf, "profile/B": ops.B_buf, "profile/C": ops.C_buf})
@@ -152,6 +160,18 @@ def correctness_cases(on_gpu: bool, kernel: str) -> list[GemmCase]:
 
 def perf_cases() -> list[GemmCase]:
     return [GemmCase(M, N, K, 2.0, 5.0, seed=900 + n) for n, (M, N, K) in enumerate(PERF_SHAPES)]
+
+
+# Seeds of the replays' operands: apart from every case's (cases_of, REPLAY_SEED, profile).
+REPLAY_OPERANDS_SEED = 1 << 20
+
+
+def replay_operands(case: GemmCase, secret: int = 0) -> Operands:
+    """The operands a replayed case's launches are run again on: new values of the
+    case's layout (guard, poisoned C) that the call never saw. A launcher that computed
+    its answer itself and handed it to a kernel as scalars, tuples or a launch
+    configuration reproduces it on the call's operands, not on these."""
+    return build_operands(replace(case, seed=REPLAY_OPERANDS_SEED + case.seed), secret)
 
 
 def _embed(X: np.ndarray, guard: bool, fill: np.float32) -> np.ndarray:

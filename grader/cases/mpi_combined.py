@@ -57,9 +57,24 @@ def plan(on_gpu: bool, mnist: str | None) -> dict:
                            "batch 19, rate 0.5, lambda 1e-3, 1 epoch (3 steps)"}
 
 
-def cases(job_plan: dict) -> list[dict]:
-    """Case 0: one process; case 1: two ranks (both: the same data and mode)."""
-    return [{"ranks": p, "mode": job_plan["mode"]} for p in (1, RANKS)]
+# Calls of each network function recorded in full and replayed on every rank of a case:
+# the first (a network that behaves at its first call only is caught), the last (right
+# parameters put in place at the end of a wrong training) and one drawn from the run's
+# secret, as Part 2's training job does.
+AUDITED_CALLS = 3
+
+
+def cases(job_plan: dict, secret: int = 0) -> list[dict]:
+    """Case 0: one process; case 1: two ranks (both: the same data and mode), each with
+    the numbers of the calls its ranks record in full (`audit_calls`)."""
+    total = len(steps(job_plan))
+    out = []
+    for p in (1, RANKS):
+        rng = np.random.default_rng(derived(secret, "mpi", KIND, "audit", p))
+        drawn = rng.integers(0, max(total, 1), AUDITED_CALLS - 2)
+        out.append({"ranks": p, "mode": job_plan["mode"],
+                    "audit_calls": sorted({0, max(total - 1, 0), *(int(x) for x in drawn)})})
+    return out
 
 
 def label(case: dict) -> str:

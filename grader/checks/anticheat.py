@@ -106,8 +106,9 @@ def _dotted(node: ast.AST) -> str:
 
 def scan(folder: Path, module: str) -> list[Finding]:
     """Library matrix products in `module` of the submission folder and in the modules of
-    the folder it imports, transitively. A module that does not parse yields nothing
-    (the worker reports the syntax error)."""
+    the folder it imports, transitively. A module that does not parse, or is nested too
+    deeply to be parsed, yields nothing (the worker reports the syntax error, the policy
+    the nesting)."""
     from grader import safe_io
 
     folder = Path(folder)
@@ -119,13 +120,16 @@ def scan(folder: Path, module: str) -> list[Finding]:
         if name in seen or path.is_symlink() or not path.is_file():
             continue
         seen.add(name)
+        scanner = _Scanner(path.name)
         try:  # a regular file within what jobs get (1 MiB, grader/submissions.py)
             text = safe_io.read_bytes(path, 1 << 20).decode(errors="replace")
-            tree = ast.parse(text, filename=str(path))
+            scanner.visit(ast.parse(text, filename=str(path)))
         except (SyntaxError, ValueError, OSError):
             continue
-        scanner = _Scanner(path.name)
-        scanner.visit(tree)
+        except (RecursionError, MemoryError):
+            # Nested deeper than the parser or the visitor goes: the policy fails such a
+            # module ("nested too deeply to be checked"); here it must not stop the item.
+            continue
         findings += scanner.findings
         todo += [m.split(".")[0] for m in scanner.local_imports]
     return findings

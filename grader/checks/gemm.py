@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
-from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.cases.gemm import GemmCase, Operands, build_operands, replay_operands
 from grader.checks.hints import gemm_hint
 from grader.results import CaseOutcome
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
@@ -151,6 +151,25 @@ NOT_REPRODUCED = ("the result is not what the kernels the call launched compute 
                   "ran them again from the call's inputs and got: {why}); results must come "
                   "from your kernels alone, not from host code, a library or data prepared "
                   "outside them")
+NOT_REPRODUCED_ON_NEW = (
+    "the kernels the call launched do not compute the product of their inputs (the grader "
+    "ran them again, with the same arguments and launch configurations, on new operands "
+    "of the same shapes, and got: {why}); the result must be computed by your kernels "
+    "from A, B and C, not handed to them by host code as scalars, tuples or launch sizes")
+
+
+OTHER_KERNELS = ("the call launched kernels that are not the submission's (the kit's own, "
+                 "from nnkit): the result must be computed by kernels written in your "
+                 "modules")
+
+
+def other_launches_of(data: dict) -> int:
+    """Launches of numba kernels defined outside the submission one call made."""
+    value = data.get("launch:other")
+    try:
+        return int(value) if value is not None and np.asarray(value).size == 1 else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def launches_of(data: dict) -> int:
@@ -162,16 +181,20 @@ def launches_of(data: dict) -> int:
         return 0
 
 
-def replay_problem(case: GemmCase, ops: Operands, data: dict) -> str:
-    """'' when the replayed launches reproduce a right C (and leave A and B alone)."""
+def replay_problem(case: GemmCase, ops: Operands, data: dict,
+                   replay_ops: Operands | None = None) -> str:
+    """'' when the replayed launches reproduce a right C (and leave A and B alone): right
+    for `replay_ops` when the replay started from those (new operands), else for `ops`."""
     if any(k.startswith("replay-missing:") for k in data) or "replay:C" not in data:
         return NOT_REPRODUCED.format(why="C is not in memory any recorded kernel touched")
+    ops, words = (ops, NOT_REPRODUCED) if replay_ops is None else (replay_ops,
+                                                                    NOT_REPRODUCED_ON_NEW)
     for name, before in (("A", ops.A_buf), ("B", ops.B_buf)):
         again = data.get(f"replay:{name}")
         if again is not None and not _same_bits(before, again):
-            return NOT_REPRODUCED.format(why=f"the kernels modify {name}")
+            return words.format(why=f"the kernels modify {name}")
     passed, message, _ = compare_result(case, ops, data["replay:C"])
-    return "" if passed else NOT_REPRODUCED.format(why=message)
+    return "" if passed else words.format(why=message)
 
 
 def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
@@ -204,8 +227,10 @@ def check_case(case: GemmCase, outdir: Path, n: int, stopped: str,
         message = hinted(case, ops, C_after, message)
     if launches_of(data) < 1:
         passed, message = False, NO_KERNEL
+    elif other_launches_of(data):
+        passed, message = False, OTHER_KERNELS
     if passed and replayed:
-        problem = replay_problem(case, ops, data)
+        problem = replay_problem(case, ops, data, replay_operands(case, secret))
         if problem:
             return GemmOutcome(label, False, problem, ratio)
     if not passed and previous is not None and case.reuse:
@@ -261,23 +286,28 @@ def check_perf(case: GemmCase, outdir: Path, n: int, stopped: str, secret: int =
         return PerfOutcome(label, None, "a timed call launched none of the submission's "
                            "kernels inside the timed interval (work left to run later, or "
                            "done some other way, is not timed)")
+    others = raw.get("other_launches", [])
+    if own_code and not (isinstance(others, list) and all(k == 0 for k in others)):
+        return PerfOutcome(label, None, OTHER_KERNELS.replace("the call", "a timed call"))
     wrong = check_samples(case, ops, samples, max(calls, len(timings.host)), factors,
                           perf_seed)
     if wrong:
         return PerfOutcome(label, None, wrong)
-    last = Operands(perturbed_a(ops.A_buf, factors[calls - 1]), ops.B_buf, ops.C_buf,
-                    ops.interior)
+    last = Operands(perturbed_a(ops.A_buf, factors[calls - 1], case.trans_a), ops.B_buf,
+                    ops.C_buf, ops.interior)
     passed, message, _ = compare_result(case, last, C_after)
     if not passed:
         return PerfOutcome(label, None, "timed calls computed a wrong C: " + message)
-    extra = Operands(perturbed_a(ops.A_buf, factors[calls]), ops.B_buf, ops.C_buf,
-                     ops.interior)
+    extra = Operands(perturbed_a(ops.A_buf, factors[calls], case.trans_a), ops.B_buf,
+                     ops.C_buf, ops.interior)
     passed, message, _ = compare_result(case, extra, extra_C)
     if not passed:
         return PerfOutcome(label, None, "the untimed check call computed a wrong C: " + message)
     if own_code:
         if launches_of(data) < 1:
             return PerfOutcome(label, None, NO_KERNEL)
+        if other_launches_of(data):
+            return PerfOutcome(label, None, OTHER_KERNELS)
         # The extra call's replay is checked on C only: A was refilled before it.
         replay = {k: v for k, v in data.items()
                   if k == "replay:C" or k.startswith("replay-missing:C")}
@@ -306,7 +336,8 @@ def check_samples(case: GemmCase, ops: Operands, samples: np.ndarray, calls: int
     alpha, beta = as_float32_scalar(case.alpha), as_float32_scalar(case.beta)
     K = opB.shape[0]
     for call in range(calls):
-        A = ops.views((perturbed_a(ops.A_buf, factors[call]), ops.B_buf, ops.C_buf))[0]
+        A = ops.views((perturbed_a(ops.A_buf, factors[call], case.trans_a), ops.B_buf,
+                       ops.C_buf))[0]
         opA = (A.T if case.trans_a else A).astype(np.float64)[rows]
         ref = alpha * np.einsum("sk,ks->s", opA, opB)
         magnitude = abs(alpha) * np.einsum("sk,ks->s", np.abs(opA), np.abs(opB))

@@ -116,6 +116,24 @@ def _bytes_moved(got: list[dict[str, np.ndarray]], p: int) -> tuple[np.ndarray |
     return matrix, ""
 
 
+def not_to_neighbours(matrix: np.ndarray) -> str:
+    """'' when every rank sent only to its neighbours in the ring, r + 1 and r - 1 modulo
+    p (either way round: a ring turning the other way is one too), else the first rank that
+    did not. All the ranks sending to one (a gather and a broadcast through it) or to all
+    (each adds up every buffer) move at least the bytes an all-reduce must, and are no
+    ring; on 4 ranks or more they send beyond their neighbours."""
+    p = matrix.shape[0]
+    for r in range(p):
+        for q in range(p):
+            if matrix[r, q] > 0 and q not in ((r + 1) % p, (r - 1) % p, r):
+                return (f"rank {r} sent {int(matrix[r, q])} bytes to rank {q}: the ring must "
+                        f"pass data between neighbours only (rank r sends to r + 1 and "
+                        f"receives from r - 1, modulo p; on {p} ranks rank {r}'s neighbours "
+                        f"are {(r - 1) % p} and {(r + 1) % p}): gathering the buffers on "
+                        "one rank, or sending each to every rank, is no ring")
+    return ""
+
+
 def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                inputs: list[np.ndarray]) -> tuple[bool, str]:
     """inputs[r]: rank r's buffer (mpi_cases.ring_input)."""
@@ -142,6 +160,9 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
     matrix, problem = _bytes_moved(got, p)
     if matrix is None:
         return False, problem
+    astray = not_to_neighbours(matrix)
+    if astray:
+        return False, astray
     need, notes = ring_bytes_needed(length, p), []
     for r in range(p):
         sent, received = int(matrix[r].sum()), int(matrix[:, r].sum())

@@ -13,6 +13,12 @@ Two checks, both required:
    what the assignment asks of the combined program; it also stops a network that does
    not train at all (both runs left at their initial values) from passing check 1.
 
+Beside the checks, the calls are audited as Part 2's training is (grader/worker/net.py's
+Audited): every call must launch the submission's own kernels (silent_calls), a few calls
+drawn from the secret are replayed from their inputs (unreplayed_calls), and the network
+modules must pass Part 2's source policy (grader/parts/mpi_combined.py). A network computed
+on the host beside an empty kernel earns nothing here, as in Part 2.
+
 So a Part 2 bug that fails net.agreement also fails this item, and a Part 3 bug that
 changes training fails it: each costs this one item besides its own part's items, and
 nothing else (Part 3's other items use the kit's network, Part 2's items no MPI).
@@ -75,6 +81,29 @@ def silent_calls(runs: list[list[dict[str, np.ndarray]]]) -> str:
                     return (f"rank {r} {case}: {quiet} of {total} call(s) of {name}() "
                             "launched none of your kernels: training must run on your "
                             "kernels")
+    return ""
+
+
+REPLAY_TOL = 1e-5  # as Part 2's training audit (grader/parts/net.py): relative max-norm
+
+
+def unreplayed_calls(runs: list[list[dict[str, np.ndarray]]]) -> str:
+    """'' when, on every rank of every case, the calls recorded in full were reproduced
+    by replaying the kernels they launched (Part 2's audit of training calls); else which
+    were not: a result made on the host or by a library beside a kernel that launches."""
+    for case, ranks in zip(("in one process", "on 2 ranks"), runs, strict=False):
+        for r, arrays in enumerate(ranks):
+            missing, worst = arrays.get("audit_missing"), arrays.get("audit_worst")
+            if missing is None or worst is None or missing.ndim != 1 \
+                    or worst.shape != missing.shape or missing.size == 0:
+                return f"rank {r} {case}: no call of the network was recorded in full"
+            for n, (lost, diff) in enumerate(zip(missing.tolist(), worst.tolist(),
+                                                 strict=True)):
+                if lost or not diff <= REPLAY_TOL:
+                    return (f"rank {r} {case}: recorded call {n + 1}: the result is not what "
+                            f"the kernels the call launched compute ({lost} output(s) not in "
+                            f"memory its kernels touched, largest relative difference "
+                            f"{diff:.2g}): training must run on your kernels")
     return ""
 
 

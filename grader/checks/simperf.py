@@ -18,11 +18,13 @@ figure out as a table for the feedback pages and as lines for `--details`:
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from grader import safe_io
 
 KEY = "memory_traffic"  # the figure's name in an item's figures
 PROFILE_FILE = "profile.json"  # as grader/worker/gemm.py writes them
@@ -49,6 +51,8 @@ COUNT_FIELDS = ("launches", "global_load_requests", "global_load_accesses",
                 "shared_store_conflicts")
 MAX_KERNELS = 8  # rows kept per side (a launcher may launch several kernels)
 MAX_ARRAYS = 8  # array arguments kept per kernel
+# The worker's counts of a few kernels take a few KiB: a larger file is not read.
+MAX_PROFILE_BYTES = 256 << 10
 
 Counts = dict[str, dict]  # kernel name -> memcount.KernelCounts.to_json()
 
@@ -56,16 +60,22 @@ Counts = dict[str, dict]  # kernel name -> memcount.KernelCounts.to_json()
 def read_counts(outdir: Path) -> tuple[Counts | None, str]:
     """The counts a worker wrote, or (None, why there are none)."""
     path, error = Path(outdir) / PROFILE_FILE, Path(outdir) / PROFILE_ERROR
-    if error.exists():
-        return None, "the counted call failed: " + error.read_text(errors="replace")[:300]
-    if not path.exists():
+    # Both files are written by a worker that ran submitted code: read as any job's
+    # result (regular files only, never through a link, within a size cap).
+    if os.path.lexists(error):
+        try:
+            why = safe_io.read_text(error, 300)
+        except (OSError, ValueError):
+            why = "(unreadable)"
+        return None, "the counted call failed: " + why
+    if not os.path.lexists(path):
         return None, "not counted (the worker stopped before the counted call)"
     try:
-        raw = json.loads(path.read_text())["kernels"]
+        raw = safe_io.read_json(path, MAX_PROFILE_BYTES)["kernels"]
         counts = {str(name)[:80]: {**{f: int(c[f]) for f in COUNT_FIELDS},
                                    "arrays": _arrays(c.get("arrays", {}))}
                   for name, c in list(raw.items())[:MAX_KERNELS]}
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None, "not counted (unreadable counts)"
     if not counts:
         return None, "no kernel was launched in the counted call"

@@ -178,6 +178,27 @@ class JobCgroup:
                 pass
         return found
 
+    def freeze(self, on: bool) -> bool:
+        """Stop every process of the job where it stands (on) or let them go on (v2's
+        cgroup.freeze: a timed job of another submission is measuring the GPU). False
+        where this group cannot (v1, or the write failed): the caller must not count on it."""
+        if self.version != "v2" or not self.dirs:
+            return False
+        try:
+            _write(self.dirs[0] / "cgroup.freeze", "1" if on else "0")
+            return True
+        except OSError:
+            return False
+
+    def frozen(self) -> bool:
+        """Whether every process of the group has stopped (cgroup.events says so)."""
+        if self.version != "v2" or not self.dirs:
+            return False
+        try:
+            return "frozen 1" in (self.dirs[0] / "cgroup.events").read_text().splitlines()
+        except OSError:
+            return False
+
     def kill(self) -> None:
         """SIGKILL everything in the group: at once where the kernel has cgroup.kill (v2,
         Linux 5.14), else one process at a time until none is left."""
@@ -190,6 +211,7 @@ class JobCgroup:
 
     def remove(self) -> None:
         """Kill what is left and remove the group (a dying process keeps it busy briefly)."""
+        self.freeze(False)
         self.kill()
         for folder in reversed(self.dirs):
             for _ in range(300):

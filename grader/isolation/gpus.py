@@ -5,7 +5,11 @@ it starts sees that GPU only (CUDA_VISIBLE_DEVICES). Up to `per_gpu` tasks share
 most jobs (correctness cases, the network's training, MPI) spend their time starting
 Python, importing numba and compiling, and disturb nothing that is measured. A timed job
 holds its GPU alone (`exclusive`): it waits until the jobs running there have ended, and
-none starts there until it is done, so timings are taken on an idle GPU as before. Every
+none starts there until it is done, so timings are taken on an idle GPU as before. Where
+the jobs have cgroups that can be frozen (v2), a timed job instead asks for the GPU only
+around its timed calls (a timing window, grader/isolation/windows.py): the other jobs on
+its GPU are frozen where they stand for that while, their time limits stretched by as
+much, and go on afterwards; a job that cannot be frozen is waited for as before. Every
 GPU times its own references (the solution and cuBLAS), so a submission's speed is
 always a ratio to figures measured on the GPU it ran on.
 """
@@ -14,9 +18,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from nnkit.backend import device_count
 
@@ -43,7 +49,33 @@ def local_share(ids: list[str], local_rank: int, local_size: int) -> list[str]:
     return mine or [ids[local_rank % len(ids)]]
 
 
-class _Gate:
+class Freezable(Protocol):
+    """What a timing window needs of a job's cgroup (grader/isolation/cgroups.JobCgroup)."""
+
+    def freeze(self, on: bool) -> bool: ...
+
+    def frozen(self) -> bool: ...
+
+
+FREEZE_WAIT = 2.0  # seconds for a job's processes to stop once frozen; else it is drained
+
+
+@dataclass(eq=False)
+class RunningJob:
+    """A job running on a shared GPU, as a timing window sees it."""
+
+    cgroup: Freezable | None  # None: it cannot be frozen, and a window waits for its end
+    paused: float = 0.0  # seconds not counted against its time limit (frozen, or waiting
+    # for its own window)
+    frozen_at: float | None = None  # when the window it is frozen for began
+
+    def paused_now(self) -> float:
+        """paused, the current freeze included (read by the thread timing the job)."""
+        since = self.frozen_at
+        return self.paused + (time.monotonic() - since if since is not None else 0.0)
+
+
+class Gate:
     """A readers-writer lock for one GPU: shared holders (at most `limit`) or one
     exclusive holder. Exclusive holders go before new shared ones once `batch` of them
     wait (or when no shared holder is left): each turn costs the GPU the time its running
@@ -57,6 +89,8 @@ class _Gate:
         self.waiting = 0  # exclusive holders waiting
         self.turn = False  # the waiting exclusive holders' turn: shared ones wait
         self.cond = threading.Condition()
+        self.running: set[RunningJob] = set()  # the jobs started on this GPU, not yet ended
+        self.window = False  # a timed job's window is open: no job starts until it closes
 
     def load(self) -> int:
         return self.shared + self.waiting + (self.limit if self.exclusive or self.turn else 0)
@@ -77,7 +111,8 @@ class _Gate:
             self.waiting += 1
             if self.waiting >= self.batch:
                 self.turn = True
-            self.cond.wait_for(lambda: not self.exclusive and self.shared == 0)
+            self.cond.wait_for(lambda: not self.exclusive and not self.window
+                               and self.shared == 0)
             self.waiting -= 1
             self.exclusive = True
 
@@ -87,6 +122,61 @@ class _Gate:
             if not self.waiting:
                 self.turn = False  # the batch is through: shared holders again
             self.cond.notify_all()
+
+    # timing windows ----------------------------------------------------------------------
+
+    def start(self, job: RunningJob) -> None:
+        """A job is about to start on this GPU (never while a window is open)."""
+        with self.cond:
+            self.cond.wait_for(lambda: not self.window)
+            self.running.add(job)
+
+    def end(self, job: RunningJob) -> None:
+        with self.cond:
+            self.running.discard(job)
+            self.cond.notify_all()
+
+    def open_window(self, me: RunningJob, drain: bool = False) -> None:
+        """Give `me` the GPU to itself: every other job on it frozen where it stands, or,
+        for a job that cannot be (or with drain), ended first. No job starts meanwhile."""
+        with self.cond:
+            self.cond.wait_for(lambda: not self.window and not self.exclusive)
+            self.window = True
+            others = [j for j in self.running if j is not me]
+        now = time.monotonic()
+        stuck = drain
+        for job in others:
+            job.frozen_at = now
+            if job.cgroup is None or not job.cgroup.freeze(True):
+                stuck = True
+        deadline = now + FREEZE_WAIT
+        while not stuck and not all(j.cgroup.frozen() for j in others):
+            if time.monotonic() > deadline:
+                stuck = True
+                break
+            time.sleep(0.002)
+        if stuck:  # let them go on to their end: the GPU is mine once they are gone
+            self._thaw(others)
+            with self.cond:
+                self.cond.wait_for(lambda: self.running <= {me})
+
+    def close_window(self) -> None:
+        with self.cond:
+            others = list(self.running)
+        self._thaw(others)
+        with self.cond:
+            self.window = False
+            self.cond.notify_all()
+
+    @staticmethod
+    def _thaw(jobs: list[RunningJob]) -> None:
+        now = time.monotonic()
+        for job in jobs:
+            if job.frozen_at is not None:
+                if job.cgroup is not None:
+                    job.cgroup.freeze(False)
+                job.paused += now - job.frozen_at
+                job.frozen_at = None
 
 
 class GpuSlots:
@@ -100,7 +190,7 @@ class GpuSlots:
             raise ValueError("per_gpu must be at least 1")
         self.ids = list(ids)
         self.per_gpu = per_gpu
-        self._gates = {gpu: _Gate(per_gpu) for gpu in self.ids}
+        self._gates = {gpu: Gate(per_gpu) for gpu in self.ids}
         self._choose = threading.Lock()
 
     @property
@@ -119,6 +209,9 @@ class GpuSlots:
                 yield gpu
         finally:
             gate.release_shared()
+
+    def gate(self, gpu: str) -> Gate:
+        return self._gates[gpu]
 
     @contextmanager
     def alone(self, gpu: str) -> Iterator[None]:
@@ -156,6 +249,27 @@ def exclusive() -> Iterator[None]:
         return
     with slots.alone(gpu):
         yield
+
+
+@contextmanager
+def running(job: RunningJob) -> Iterator[RunningJob]:
+    """A job running on this thread's GPU for the length of the block (started once no
+    timing window is open): known to timing windows, which freeze it or wait for it."""
+    gate = current_gate()
+    if gate is None:
+        yield job
+        return
+    gate.start(job)
+    try:
+        yield job
+    finally:
+        gate.end(job)
+
+
+def current_gate() -> Gate | None:
+    """The gate of this thread's GPU where it is shared with other jobs, else None."""
+    gpu, slots = current(), getattr(_held, "slots", None)
+    return None if gpu is None or slots is None else slots.gate(gpu)
 
 
 def current() -> str | None:

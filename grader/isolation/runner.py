@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,7 @@ import numpy as np
 
 from grader import safe_io
 from grader.isolation import gpus, probe, sandbox
+from grader.isolation.windows import WindowServer
 from grader.submissions import copy_submission
 from grader.worker import guard
 
@@ -111,19 +114,106 @@ _announced = threading.Event()
 def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
                launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
                extra_env: dict[str, str] | None = None,
-               inputs: dict[str, np.ndarray] | None = None) -> WorkerRun:
+               inputs: dict[str, np.ndarray] | None = None, windows: int = 0,
+               shared: bool = True) -> WorkerRun:
     """Run `module` (of grader/worker/) on `job` inside workdir; the job's outdir is
     created there. launcher goes before the interpreter (say, mpiexec's command: every
     process it starts is confined and killed with the job alike); extra_env is added to
     the clean environment; inputs (the case operands the grader built) are written into
-    the job's folder, where the worker reads them before it imports the submission."""
-    entered = time.time()
+    the job's folder, where the worker reads them before it imports the submission.
+    windows: a timed job's number of timed stretches, each of which needs the GPU alone
+    (grader/isolation/windows.py) where its jobs can be frozen; elsewhere the job holds
+    the GPU alone from start to end.
+
+    A job that shared its GPU and ran out of GPU memory is run once more with the GPU to
+    itself, from a copy of its folder as it was before the first run: another
+    submission's job may have held the memory (cgroups do not limit GPU memory, and a
+    job frozen for a timing window keeps what it allocated)."""
     settings = sandbox.current()
     caps = probe.capabilities(settings, on_gpu)
+    gate = gpus.current_gate() if on_gpu and shared else None
+    if windows and (gate is None or caps.cgroup != "v2"):
+        with gpus.exclusive():  # nothing to freeze others with: the whole job alone
+            return run_worker(job, workdir, timeout, on_gpu, launcher=launcher,
+                              module=module, extra_env=extra_env, inputs=inputs,
+                              shared=False)
+    workdir = Path(workdir).resolve()
+    aside = _set_aside(workdir) if gate is not None else None
+    try:
+        run = _attempt(job, workdir, timeout, on_gpu, launcher, module, extra_env, inputs,
+                       settings, caps, gate, windows)
+        if aside is None or not out_of_gpu_memory(run) or stopping():
+            return run
+        again = workdir.with_name(workdir.name + "-alone")
+        shutil.rmtree(again, ignore_errors=True)
+        shutil.copytree(aside, again, symlinks=True)
+        print(f"{workdir}: out of GPU memory beside other jobs; run again alone",
+              file=sys.stderr)
+        with gpus.exclusive():
+            return run_worker(_moved(job, workdir, again), again, timeout, on_gpu,
+                              launcher=launcher, module=module, extra_env=extra_env,
+                              inputs=inputs, shared=False)
+    finally:
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+OUT_OF_GPU_MEMORY = re.compile(r"out of memory|OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+                               re.IGNORECASE)
+ERROR_BYTES = 64 << 10  # of each .err file, for the check above
+
+
+def out_of_gpu_memory(run: WorkerRun) -> bool:
+    """Whether the job's output or one of its error files says CUDA ran out of memory
+    (CuPy's OutOfMemoryError, numba's CUDA_ERROR_OUT_OF_MEMORY, the runtime's
+    cudaErrorMemoryAllocation). A submission can print the words itself: it then gets
+    its job run again alone, which costs the class a little time and gains it nothing."""
+    if OUT_OF_GPU_MEMORY.search(run.output_tail):
+        return True
+    try:
+        errors = sorted(run.outdir.glob("*.err"))[:200]
+    except OSError:
+        return False
+    for path in errors:
+        try:
+            if OUT_OF_GPU_MEMORY.search(safe_io.read_text(path, ERROR_BYTES)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _set_aside(workdir: Path) -> Path:
+    """A copy of the job's folder before it runs (the submission's copy, input files the
+    job removes once read), in a folder of the grader's beside it."""
+    aside = workdir.with_name(workdir.name + "-aside")
+    shutil.rmtree(aside, ignore_errors=True)
+    if workdir.exists():
+        shutil.copytree(workdir, aside, symlinks=True)
+    else:
+        aside.mkdir(parents=True)
+    aside.chmod(0o700)
+    return aside
+
+
+def _moved(value, old: Path, new: Path):
+    """value (a job) with every path inside old rewritten to the same place inside new."""
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_moved(v, old, new) for v in value]
+    if isinstance(value, str) and (value == str(old) or value.startswith(str(old) + "/")):
+        return str(new) + value[len(str(old)):]
+    return value
+
+
+def _attempt(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
+             extra_env: dict[str, str] | None, inputs: dict[str, np.ndarray] | None,
+             settings, caps, gate, windows: int) -> WorkerRun:
+    entered = time.time()
     if not _announced.is_set():
         _announced.set()
         print(f"sandbox: {caps.describe(settings)}", file=sys.stderr)
-    workdir = Path(workdir).resolve()
     outdir = workdir / "out"
     outdir.mkdir(parents=True, exist_ok=True)
     memory = (settings.memory_mb_gpu if on_gpu else settings.memory_mb_simulator
@@ -136,6 +226,22 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
     if inputs:
         np.savez(workdir / "inputs.npz", **inputs)
         job["inputs"] = "inputs.npz"
+    me = gpus.RunningJob(None)
+    server = WindowServer(gate, me, windows) if gate is not None and windows else None
+    try:
+        if server is not None:
+            job["window"] = list(server.child_fds)
+        return _run(job, workdir, timeout, on_gpu, launcher, module, extra_env, settings,
+                    caps, entered, me, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _run(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
+         extra_env: dict[str, str] | None, settings, caps, entered: float,
+         me: gpus.RunningJob, server: WindowServer | None) -> WorkerRun:
+    outdir = Path(job["outdir"])
     job_file = workdir / "job.json"
     job_file.write_text(json.dumps(job))
     cwd = Path(job["submission"]) if job.get("submission") else workdir
@@ -146,8 +252,9 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
     with sandbox.Sandbox(settings, caps, workdir, on_gpu) as box:
         box.env.update(gpus.worker_env())  # the GPU this thread holds, if several
         box.env.update(extra_env or {})
+        me.cgroup = box.cgroup  # what a timing window of another job freezes
         log_path = box.private / "output.log"
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb") as log, gpus.running(me):
             started = time.time()
             start = time.perf_counter()
             cpu_before = _children_cpu()
@@ -157,14 +264,15 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
                 else:
                     proc = subprocess.Popen(box.command(argv, cwd), cwd=workdir, env=box.env,
                                             stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                                            stderr=subprocess.STDOUT, start_new_session=True,
+                                            pass_fds=server.child_fds if server else ())
                     _live[id(proc)] = (box, proc)
             if proc is None:
                 return WorkerRun(outdir, STOPPED, False, INTERRUPTED, None, 0.0)
+            if server is not None:
+                server.start()
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                timed_out = not wait_for(proc, timeout, me)
             finally:
                 with _live_lock:
                     _live.pop(id(proc), None)
@@ -176,7 +284,9 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
             prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
         text = _tail(log_path)
     if os.environ.get(PROFILE):
-        write_profile(job, results, entered, started, seconds, cpu)
+        write_profile(job, results, entered, started, seconds, cpu,
+                      {"paused": round(me.paused, 3),
+                       "windows": [server.opened, server.drained] if server else None})
     backend = None
     try:
         status = safe_io.read_json(results / "worker.json", STATUS_BYTES)
@@ -185,6 +295,21 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
     except (OSError, ValueError):
         backend = None
     return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds)
+
+
+def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> bool:
+    """Wait for the job to end within its time limit, not counting the time it spent
+    frozen for another job's timing window; False when the limit passed first."""
+    start = time.monotonic()
+    while True:
+        left = timeout + me.paused_now() - (time.monotonic() - start)
+        if left <= 0:
+            return False
+        try:
+            proc.wait(timeout=min(left, 1.0))
+            return True
+        except subprocess.TimeoutExpired:
+            continue
 
 
 PROFILE = "GRADER_PROFILE"  # a file: one JSON line per job, where its time went
@@ -196,13 +321,14 @@ def _children_cpu() -> float:
 
 
 def write_profile(job: dict, results: Path, entered: float, started: float,
-             seconds: float, cpu: float) -> None:
+                  seconds: float, cpu: float, waits: dict | None = None) -> None:
     """Append where this job's time went (set-up of the sandbox, then the worker's own
     phases.json, then collection) to the file GRADER_PROFILE names. For the grader's
     developers: the phases are the worker's word, which nothing graded relies on. A phase
     may carry the worker's CPU seconds at its end too (steps_cpu); `cpu_children` is the
     CPU time of the processes reaped while this job ran, the job's own only when jobs
-    run one at a time (--jobs 1)."""
+    run one at a time (--jobs 1); `waits` (the time frozen for other jobs' timing
+    windows, the windows it opened) is added as it is."""
     try:
         phases = safe_io.read_json(results / "phases.json", STATUS_BYTES)
     except (OSError, ValueError):
@@ -220,7 +346,8 @@ def write_profile(job: dict, results: Path, entered: float, started: float,
     steps["after"] = round(time.time() - last, 3)
     line = {"kind": job.get("kind", "gemm"), "module": job.get("module"),
             "worker_seconds": round(seconds, 3), "total": round(time.time() - entered, 3),
-            "cpu_children": round(cpu, 3), "steps": steps, "steps_cpu": steps_cpu}
+            "cpu_children": round(cpu, 3), "steps": steps, "steps_cpu": steps_cpu,
+            **(waits or {})}
     with _live_lock, open(os.environ[PROFILE], "a") as f:
         f.write(json.dumps(line) + "\n")
 

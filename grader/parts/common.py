@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.checks.gemm import NO_KERNEL, NOT_REPRODUCED
+from grader.checks.gemm import NO_KERNEL, NOT_REPRODUCED, NOT_REPRODUCED_ON_NEW, OTHER_KERNELS
 from grader.isolation.runner import copy_submission
 from grader.results import FAIL, PARTIAL, PASS, CaseOutcome, ItemResult
 from grader.scoring import Config, partial_points
@@ -20,6 +20,8 @@ from grader.scoring import Config, partial_points
 INTEGRITY_MARKS = (
     NO_KERNEL,
     NOT_REPRODUCED.split("{why}")[0],
+    NOT_REPRODUCED_ON_NEW.split("{why}")[0],
+    OTHER_KERNELS.split(" (")[0],
     "launched none of the submission's kernels",
     "returned the previous call's result",
     "modified its input",

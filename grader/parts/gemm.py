@@ -133,8 +133,10 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     replay = replayed_cases(len(cases), on_gpu, derived(config.secret, "replay", kernel))
     profile = None if on_gpu else profile_case(kernel)
     job = job_spec(copy, kernel, cases, [], config, replay, profile)
+    # The policy reads the copy before the job runs: the job may rewrite its own files.
+    rules = anticheat.policy_verdict(copy, KERNELS[kernel][0], "gemm", config.policy)
     run = run_worker(job, workdir, time_limit(config, on_gpu), on_gpu,
-                     inputs=job_inputs(cases, [], config.secret, profile))
+                     inputs=job_inputs(cases, [], config.secret, profile, replay))
     stopped = run.stop_reason(time_limit(config, on_gpu))
     load_error = run.outdir / "load.err"
     if load_error.exists():
@@ -179,7 +181,6 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     if called or written:
         figures["library_products"] = {"called": [f.describe() for f in called],
                                        "in_source": [f.describe() for f in written]}
-    rules = anticheat.policy_verdict(copy, KERNELS[kernel][0], "gemm", config.policy)
     if rules.found:
         figures["policy"] = rules.found
     if rules.failure:

@@ -7,6 +7,13 @@ on the GPU this grading thread holds, or in the simulator in a reduced configura
 (grader/cases/mpi_combined.py). Its two cases train the submission's network alone and on
 two ranks; grader/checks/mpi_combined.py compares both ranks with the one-process run and
 with the CPU reference the grader trains here, and says which part is at fault.
+
+The item applies Part 2's defences to the network, as Part 2's training item does: every
+call of forward, backward and sgd_step on every rank must launch the submission's kernels,
+the calls the case names (the first, the last and one drawn from the secret) are recorded
+in full and replayed (grader/worker/net.py's Audited), and the network modules must pass
+Part 2's source policy, read from a copy made before the job runs. Training data that
+cannot be read leaves the item not graded, with the reason.
 """
 
 from __future__ import annotations
@@ -14,16 +21,25 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from grader import safe_io
 from grader.cases import mpi_combined as cases
-from grader.checks.mpi_combined import check_combined, shared_rows, silent_calls, split_tolerance
-from grader.parts.common import all_or_nothing
+from grader.cases.net import BACKPROP_MODULE, KERNELS_MODULE
+from grader.checks import anticheat
+from grader.checks.mpi_combined import (
+    check_combined,
+    shared_rows,
+    silent_calls,
+    split_tolerance,
+    unreplayed_calls,
+)
+from grader.parts.common import all_or_nothing, fresh_copy
 from grader.parts.mpi import _rank_results, run_mpi_job
 from grader.results import NOT_GRADED, ItemResult
 from grader.scoring import Config
 from grader.worker import guard
 from nnkit import network
 from nnkit.collectives import find_mpiexec
-from nnkit.mnist import Split
+from nnkit.mnist import MnistFormatError, Split
 
 # The job trains a network twice (in the simulator, every kernel on the CPU: 4-9 s for
 # the solution on 2 cores, against 1-3 s for Part 3's other jobs): twice their limit.
@@ -70,9 +86,20 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
                            NOT_GRADED, "not graded: no mpiexec on this machine (pip install "
                                        "mpich, or load the site's MPI)")]
     job_plan = cases.plan(on_gpu, mnist_folder())
-    data, ref = reference(job_plan, config.secret)
-    job_cases = cases.cases(job_plan)
+    try:
+        data, ref = reference(job_plan, config.secret)
+    except (MnistFormatError, OSError, ValueError) as err:
+        # The data, not the submission: the item is not graded, and the class goes on.
+        return [ItemResult(item_id, config.title(item_id), config.points(item_id), None,
+                           NOT_GRADED, "not graded: the training data could not be read "
+                           f"({safe_io.clean_text(err, 300)}; `make data` fetches MNIST again)")]
+    job_cases = cases.cases(job_plan, config.secret)
     seconds = LIMIT_FACTOR * config.seconds_mpi
+    # Part 2's source policy on the network modules, read from a copy made before the job
+    # runs (a rank may rewrite the files of its own copy).
+    rules = [anticheat.policy_verdict(fresh_copy(workroot / "mpi_combined_policy", submission),
+                                      module, "net", config.policy)
+             for module in (KERNELS_MODULE, BACKPROP_MODULE)]
     run = run_mpi_job(cases.KIND, job_cases, submission, workroot / "mpi_combined",
                       cases.RANKS, seconds, cases.rank_inputs(data),
                       mpiexec, on_gpu=on_gpu)
@@ -86,6 +113,7 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
             break
         results.append(got)
     stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(seconds)
+    broken = next((r.failure for r in rules if r.failure), "")
     if stopped:
         ok, message = False, stopped
     elif checks:
@@ -93,11 +121,15 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
     else:
         try:
             ok, message, checks = check_combined(results[0][0], results[1], ref, tolerance)
-            silent = silent_calls(results) or shared_rows(results[0][0], results[1])
+            silent = (silent_calls(results) or unreplayed_calls(results)
+                      or shared_rows(results[0][0], results[1]))
             if silent:
                 ok, message = False, silent
         except (KeyError, ValueError, TypeError, IndexError) as err:
             ok, message = False, f"malformed result ({type(err).__name__}: {err})"
+        if broken:  # after the run's own evidence, which says more when there is some
+            message = f"your network: {broken}" if ok else f"{message}; your network: {broken}"
+            ok = False
         if ok and incomplete:
             ok, message = False, ("the MPI job did not complete, so its results are not "
                                   f"trusted: {incomplete}")

@@ -116,6 +116,9 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     workdir = workroot / "net_units"
     copy = fresh_copy(workdir, submission)
     replay = _replayed(cases, on_gpu, config)
+    # The policy reads the copy before the job runs: the job may rewrite its own files.
+    rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
+             for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
                       "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
                      inputs=job_inputs(cases, config.secret))
@@ -124,8 +127,6 @@ def grade_units(submission: Path, workroot: Path, config: Config,
                            n in replay)
                 for n, c in enumerate(cases)]
     stopped_by_guard = guard.stop_message(run.outdir)
-    rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
-             for module in (KERNELS_MODULE, BACKPROP_MODULE)}
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
@@ -157,7 +158,7 @@ def _replayed(cases: list[dict], on_gpu: bool, config: Config) -> list[int]:
 
 # Items whose functions live in net_2_backprop.py (the policy is checked per module).
 BACKPROP_ITEMS = ("net.sgd", "net.forward", "net.backward")
-AUDITED_CALLS = 3  # training calls of each function recorded in full and replayed
+AUDITED_CALLS = 4  # training calls of each function recorded in full and replayed, per mode
 REPLAY_TOL = 1e-5  # relative max-norm between a call's outputs and their replay
 
 
@@ -170,15 +171,14 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     plan = reference.plan
     workdir = workroot / "net_train"
     copy = fresh_copy(workdir, submission)
-    steps = _steps(plan)
-    rng = np.random.default_rng(derived(config.secret, "net", "audit"))
-    audit = sorted({0, *(int(x) for x in rng.integers(0, max(steps, 1), AUDITED_CALLS - 1))})
+    # The policy reads the copy before the job runs: the job may rewrite its own files.
+    rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
-                      "modes": plan.modes, "audit_calls": audit}, workdir,
-                     _limit(config, on_gpu), on_gpu)
+                      "modes": plan.modes,
+                      "audit_calls": training_audits(reference, config.secret)},
+                     workdir, _limit(config, on_gpu), on_gpu)
     stopped_by_guard = guard.stop_message(run.outdir)
     stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
-    rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
     agree_checks, acc_checks = [], []
     integrity: str | None = None
     figures: dict = {"relative_max_norm": {}, "relative_l2_norm": {},
@@ -223,16 +223,36 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
                               REDUCED_ACCURACY, checks=acc_checks)
     agreement = _training_item("net.agreement", config, agree_checks, figures,
                                plan.description, integrity)
+    try:
+        audited = launch_pattern(safe_io.read_json(run.outdir / f"train-{SPEED_MODE}.json",
+                                                   4 << 20))
+    except (OSError, ValueError):
+        audited = None
     return [agreement, accuracy,
             speed_item(submission, workroot, config, on_gpu, reference, agreement,
-                       gpus.for_current(speed))]
+                       gpus.for_current(speed), audited or {})]
 
 
-def _steps(plan: TrainingPlan) -> int:
-    """Minibatch steps of the shortest training mode (audited calls are drawn below it)."""
-    rows = plan.data.get("limit") or 54000
-    rows = int(rows * (1 - plan.data.get("val_fraction", 0.1)))
-    return min(max(1, -(-rows // m["batch"])) * m["epochs"] for m in plan.modes)
+def _epoch_steps(reference: ReferenceTraining, mode: dict) -> int:
+    """Minibatch steps of one epoch of `mode` on the reference's training rows."""
+    train = getattr(reference.data, "train", None)
+    plan = reference.plan
+    rows = len(train) if train is not None else int(
+        (plan.data.get("limit") or 54000) * (1 - plan.data.get("val_fraction", 0.1)))
+    return max(1, -(-rows // mode["batch"]))
+
+
+def training_audits(reference: ReferenceTraining, secret: int) -> list[list[int]]:
+    """Per training mode, the calls of each function recorded in full and replayed: the
+    first, the last (a network that puts right parameters in place at the end of a wrong
+    training is caught there) and others drawn from the secret over the whole mode."""
+    audits = []
+    for m, mode in enumerate(reference.plan.modes):
+        steps = _epoch_steps(reference, mode) * mode["epochs"]
+        rng = np.random.default_rng(derived(secret, "net", "audit", m))
+        drawn = rng.integers(0, steps, AUDITED_CALLS - 2)
+        audits.append(sorted({0, steps - 1, *(int(x) for x in drawn)}))
+    return audits
 
 
 def _audit_problem(outdir: Path, m: int) -> str | None:
@@ -240,21 +260,75 @@ def _audit_problem(outdir: Path, m: int) -> str | None:
     recorded in full replay to the same outputs?"""
     try:
         raw = safe_io.read_json(outdir / f"train-{m}.json", 4 << 20)
-        silent, audits = raw["silent"], raw["audits"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
+        return "no record of the training calls"
+    return audit_problem(raw)
+
+
+def audit_problem(raw: object) -> str | None:
+    """The verdict on a training's audit record (grader/worker/net.py's audit_record):
+    None when every call launched the submission's kernels and every call recorded in
+    full replayed to its outputs."""
+    try:
+        silent, audits = dict(raw["silent"]), list(raw["audits"])
+    except (KeyError, TypeError, ValueError):
         return "no record of the training calls"
     for name, count in silent.items():
         if count:
-            return (f"{count} call(s) of {name}() launched none of the submission's kernels: "
-                    "training must run on your kernels")
+            return (f"{count} call(s) of {safe_io.clean_text(name, 40)}() launched none of "
+                    "the submission's kernels: training must run on your kernels")
     if not audits:
         return "no training call was recorded in full"
     for entry in audits:
+        if not isinstance(entry, dict):
+            return "no record of the training calls"
         if entry.get("missing") or not entry.get("worst_relative_difference", 0) <= REPLAY_TOL:
             return NOT_REPRODUCED.format(
                 why=f"call {entry.get('call')} of {entry.get('function')}(): "
                     f"{entry.get('missing')} output(s) not in memory its kernels touched, "
                     f"largest relative difference {entry.get('worst_relative_difference')}")
+    return None
+
+
+def launch_pattern(raw: object) -> dict[str, dict[str, int]] | None:
+    """Per training function, how many calls launched how many of the submission's
+    kernels ({"forward": {"7": 610}, ...}), from an audit record; None if unreadable."""
+    try:
+        return {str(name): {str(int(k)): int(v) for k, v in dict(counts).items()}
+                for name, counts in dict(raw["launches"]).items()}
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
+# Calls whose launch count may differ between the timed and the audited run of a correct
+# network: work done once per batch shape (a workspace filled at its first use) falls in
+# the audited run's earlier mode but in the timed run's first epoch (two shapes: the full
+# batch, met by the untimed warm-up step too, and the last, smaller one). A network that
+# works otherwise when timed must do so in most calls to gain anything.
+PATTERN_SLACK = 2
+
+
+def pattern_problem(timed: dict | None, audited: dict | None) -> str | None:
+    """Why the timed run's launch pattern is not the audited run's, or None. Both ran the
+    same mode on the same batches, so a network that does its work the same way launches
+    the same number of its kernels in every corresponding call."""
+    if audited is None:
+        return None  # no audited run to compare with (the solution's yardstick)
+    if timed is None:
+        return "the timed training left no record of its kernel launches"
+    for name in sorted(set(timed) | set(audited)):
+        mine, want = timed.get(name, {}), audited.get(name, {})
+        keys = set(mine) | set(want)
+        moved = max(sum(max(0, mine.get(k, 0) - want.get(k, 0)) for k in keys),
+                    sum(max(0, want.get(k, 0) - mine.get(k, 0)) for k in keys))
+        if moved > PATTERN_SLACK:
+            def say(pattern: dict[str, int]) -> str:
+                return ", ".join(f"{c} call(s) launching {k}" for k, c in sorted(
+                    pattern.items(), key=lambda kv: int(kv[0]))[:4]) or "no call"
+            return (f"it launched your kernels otherwise than the audited training of the "
+                    f"same mode: {safe_io.clean_text(name, 40)}(): {say(mine)} when timed, "
+                    f"{say(want)} when audited (a timed run must do its work as the "
+                    "audited one does)")
     return None
 
 
@@ -310,17 +384,37 @@ class SpeedRun:
     seconds: float | None  # the mean epoch; None when the run proves nothing
     message: str
     epochs: list[float]
+    launches: dict | None = None  # the timed calls' launch pattern (launch_pattern)
+
+
+def speed_audit_steps(reference: ReferenceTraining, secret: int) -> list[int]:
+    """The timed run's steps recorded in full and replayed: the last and others drawn
+    from the secret (the same for the solution and the submissions of a run), at most
+    AUDITED_CALLS and fewer than an epoch's steps, so that no epoch is left without a
+    timed step."""
+    mode = reference.plan.modes[SPEED_MODE]
+    per_epoch = _epoch_steps(reference, mode)
+    total = per_epoch * mode["epochs"]
+    count = min(AUDITED_CALLS, max(per_epoch - 1, 1), total)
+    rng = np.random.default_rng(derived(secret, "net", "speed-audit"))
+    drawn = rng.choice(max(total - 1, 1), count - 1, replace=False) if count > 1 else []
+    return sorted({total - 1, *(int(x) for x in drawn)})  # the last step, and others
 
 
 def time_training(copy: Path, workdir: Path, config: Config, reference: ReferenceTraining,
-                  on_gpu: bool = True) -> SpeedRun:
+                  on_gpu: bool = True, audited: dict | None = None) -> SpeedRun:
     """The network in `copy` trained in the speed mode by a worker, timed per epoch (on a
-    GPU for grading; in the simulator only to test the job)."""
+    GPU for grading; in the simulator only to test the job). Its calls are audited as
+    the training job's; `audited`: the launch pattern of the submission's audited
+    training of the same mode (launch_pattern), which the timed run must repeat, or None
+    (the solution, timed as the yardstick)."""
     plan = reference.plan
     limit = _limit(config, on_gpu)
-    with gpus.exclusive():  # a timed job has its GPU to itself, as Part 1's
-        run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
-                          "mode": plan.modes[SPEED_MODE]}, workdir, limit, on_gpu)
+    # The GPU to itself for its timed epochs (one timing window), as Part 1's kernels.
+    run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
+                      "mode": plan.modes[SPEED_MODE],
+                      "audit_calls": speed_audit_steps(reference, config.secret)},
+                     workdir, limit, on_gpu, windows=1)
     stopped = guard.stop_message(run.outdir) or run.stop_reason(limit)
     ref_params = reference.params[SPEED_MODE]
     got, problem = _load_params(run.outdir, "speed", ref_params, stopped)
@@ -331,15 +425,19 @@ def time_training(copy: Path, workdir: Path, config: Config, reference: Referenc
         return SpeedRun(None, f"the timed training does not agree with the reference "
                               f"(relative max-norm {worst:.1e} > {AGREEMENT_TOL:g})", [])
     try:
-        epochs = [float(x) for x in safe_io.read_json(run.outdir / "speed.json",
-                                                      1 << 16)["seconds"]]
+        raw = safe_io.read_json(run.outdir / "speed.json", 1 << 20)
+        epochs = [float(x) for x in raw["seconds"]]
     except (OSError, ValueError, KeyError, TypeError):
         return SpeedRun(None, "the timed training left no readable epoch times", [])
+    unaudited = audit_problem(raw) or pattern_problem(launch_pattern(raw), audited)
+    if unaudited:
+        return SpeedRun(None, f"the timed training: {unaudited}", [])
     if len(epochs) != plan.modes[SPEED_MODE]["epochs"] or not all(
             np.isfinite(t) and t > 0 for t in epochs):
         return SpeedRun(None, f"the timed training's epoch times are not valid: {epochs[:20]}",
                         [])
-    return SpeedRun(sum(epochs) / len(epochs), "", epochs)  # all of them: see run_speed
+    return SpeedRun(sum(epochs) / len(epochs), "", epochs,  # all of them: see run_speed
+                    launch_pattern(raw))
 
 
 def measure_speed_reference(config: Config, workroot: Path,
@@ -358,9 +456,11 @@ def measure_speed_reference(config: Config, workroot: Path,
 
 def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
                reference: ReferenceTraining, agreement: ItemResult,
-               solution_seconds: float | None) -> ItemResult:
+               solution_seconds: float | None, audited: dict | None = None) -> ItemResult:
     """net.performance: the mean epoch over the solution's, as Part 1's speed items
-    score a kernel (speed_share of the ratio); timed only once the network agrees."""
+    score a kernel (speed_share of the ratio); timed only once the network agrees.
+    audited: the launch pattern of the submission's audited training of the speed mode
+    ({} when there is none, which no timed run matches)."""
     item_id = "net.performance"
     title, max_points = config.title(item_id), config.points(item_id)
     if not on_gpu:
@@ -374,7 +474,8 @@ def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
         return ItemResult(item_id, title, max_points, 0.0, FAIL,
                           "not timed: the network must pass net.agreement first")
     workdir = workroot / "net_speed"
-    timed = time_training(fresh_copy(workdir, submission), workdir, config, reference)
+    timed = time_training(fresh_copy(workdir, submission), workdir, config, reference,
+                          audited=audited if audited is not None else {})
     if timed.seconds is None:
         return ItemResult(item_id, title, max_points, 0.0, FAIL, timed.message)
     ratio = timed.seconds / solution_seconds

@@ -38,6 +38,7 @@ def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
 
 def set_up(job: dict, job_file: Path) -> Context:
     from grader.worker import blocksync, kernelsim, launches, tamper, traps
+    from grader.worker.window import Window
     from nnkit import timing
     from nnkit.backend import cuda, select
 
@@ -51,7 +52,7 @@ def set_up(job: dict, job_file: Path) -> Context:
     submission = Path(job["submission"]).resolve() if job.get("submission") else None
     (out / "worker.json").write_text(json.dumps({"backend": backend.describe(),
                                                  "on_gpu": backend.on_gpu}))
-    recorder, extra = launches.NullRecorder(), {}
+    recorder, extra = launches.NullRecorder(), {"window": Window(job.get("window"), clock)}
     if submission is not None:
         # Last on the path (the worker runs with -P): the submission's modules can import
         # one another, and cannot stand in for an installed module.

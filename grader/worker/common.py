@@ -98,7 +98,10 @@ def describe_error(err: BaseException, submission: Path | None) -> str:
     where = ""
     if submission is not None:
         for frame in traceback.extract_tb(err.__traceback__):
-            if Path(frame.filename).resolve().is_relative_to(submission):
+            # ("<frozen importlib._bootstrap>" is no file: resolved, it would seem to lie
+            # in the working folder, which is the submission's)
+            if not frame.filename.startswith("<") and Path(
+                    frame.filename).resolve().is_relative_to(submission):
                 where = f" ({Path(frame.filename).name}, line {frame.lineno}: {frame.line})"
     return (text[:ERROR_CHARS] + where)[: ERROR_CHARS + 300] + _limit_hint(err)
 

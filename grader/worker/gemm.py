@@ -2,17 +2,18 @@
 
 For every case the worker writes `case-N.npz`: the three buffers after the call, how many
 of the submission's own kernels the call launched, and, for the cases the grader chose
-to replay, the buffers as the replay of those launches left them (grader/worker/
-launches.py). Timed cases write `perf-N.json` (seconds per call, own launches per call)
-and `perf-N.npz` (C after the last timed call, samples of C after every call, and an
-extra untimed call with its replay). In the simulator, a job may name one more case,
-`profile`, called once with its memory traffic counted: `profile.json` (or `profile.err`).
+to replay, the buffers as the replay of those launches left them, started from other
+operands the grader gave for it (grader/worker/launches.py). Timed cases write
+`perf-N.json` (seconds per call, own and other launches per call) and `perf-N.npz` (C after the
+last timed call, samples of C after every call, and an extra untimed call with its
+replay). In the simulator, a job may name one more case, `profile`, called once with its
+memory traffic counted: `profile.json` (or `profile.err`).
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +23,11 @@ from grader.worker.common import Context, mark, save_error, save_launches
 from grader.worker.launches import COUNT, FULL
 from grader.worker.layout import GemmCase, Operands, call_factors, perturbed_a, sample_positions
 from grader.worker.traps import RECORD
+from grader.worker.window import NoWindow
 from nnkit.backend import copy_into, synchronize, to_device, to_host
 from nnkit.gemm import cublas_gemm, gemm
 from nnkit.submission import load_function
-from nnkit.timing import spin_up, time_calls
+from nnkit.timing import time_calls
 
 PROFILE_FILE = "profile.json"  # the counts of the profiled call (simulator only)
 PROFILE_ERROR = "profile.err"
@@ -36,6 +38,15 @@ def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
     inputs = ctx.inputs
     return Operands(inputs[f"{prefix}/A"], inputs[f"{prefix}/B"], inputs[f"{prefix}/C"],
                     case.interior())
+
+
+def replay_inputs(ctx: Context, n: int) -> list[np.ndarray] | None:
+    """The other operands (whole buffers A, B, C) the grader gave for the replay of case
+    n, or None: the replay then starts from the call's own."""
+    names = [f"case-{n}/replay/{k}" for k in "ABC"]
+    if not all(name in ctx.inputs for name in names):
+        return None
+    return [ctx.inputs[name] for name in names]
 
 
 def run(ctx: Context) -> None:
@@ -80,7 +91,7 @@ def run(ctx: Context) -> None:
             replayed = None
             if n in replay and record.own_launches:
                 refs = {k: ctx.recorder.ref_of(b) for k, b in zip("ABC", bufs, strict=True)}
-                replayed = ctx.recorder.replay(record, refs)
+                replayed = ctx.recorder.replay(record, refs, replay_inputs(ctx, n))
             ctx.snapshot.check()
             np.savez(out / f"case-{n}.npz", A=after[0], B=after[1], C=after[2],
                      **save_launches(record, replayed))
@@ -98,17 +109,24 @@ def run(ctx: Context) -> None:
         mark("counted-call")
 
     perf = job.get("perf", [])
-    if perf:
-        library_traps = ctx.extra.get("traps")
-        with library_traps.paused() if library_traps else nullcontext():
-            spin_up()  # every worker meets the GPU at the same clock
-    for n, spec in enumerate(perf):
-        case = GemmCase.from_json(spec)
-        try:
-            _timed_case(ctx, launch, case, n)
-        except BaseException as err:  # noqa: BLE001
-            save_error(out / f"perf-{n}.err", err, submission)
-        mark(f"perf-{n}")
+    try:
+        with _alone(ctx) if perf else nullcontext():
+            for n, spec in enumerate(perf):
+                case = GemmCase.from_json(spec)
+                try:
+                    _timed_case(ctx, launch, case, n)
+                except BaseException as err:  # noqa: BLE001
+                    save_error(out / f"perf-{n}.err", err, submission)
+                mark(f"perf-{n}")
+    except NoWindow as err:
+        save_error(out / "perf-0.err", err, submission)
+
+
+def _alone(ctx: Context) -> AbstractContextManager:
+    """The GPU to this job for the block (grader/worker/window.py), at its working clock
+    (every timed job meets it the same way)."""
+    library_traps = ctx.extra.get("traps")
+    return ctx.extra["window"].alone(library_traps.paused if library_traps else nullcontext)
 
 
 def run_timed(ctx: Context) -> None:
@@ -127,20 +145,22 @@ def run_timed(ctx: Context) -> None:
             save_error(out / f"{entry['kernel']}-load.err", err, submission)
     mark("load")
     library_traps = ctx.extra.get("traps")
-    with library_traps.paused() if library_traps else nullcontext():
-        spin_up()
     for entry in job["timed"]:
         kernel = entry["kernel"]
         if kernel not in launchers:
             continue
         if library_traps:
             library_traps.record = out / f"{kernel}-{RECORD}"
-        for n, spec in enumerate(job["perf"]):
-            try:
-                _timed_case(ctx, launchers[kernel], GemmCase.from_json(spec), n,
-                            prefix=f"{kernel}-", seed=entry["perf_seed"])
-            except BaseException as err:  # noqa: BLE001
-                save_error(out / f"{kernel}-perf-{n}.err", err, submission)
+        try:
+            with _alone(ctx):  # one window per kernel: the others' jobs go on between
+                for n, spec in enumerate(job["perf"]):
+                    try:
+                        _timed_case(ctx, launchers[kernel], GemmCase.from_json(spec), n,
+                                    prefix=f"{kernel}-", seed=entry["perf_seed"])
+                    except BaseException as err:  # noqa: BLE001
+                        save_error(out / f"{kernel}-perf-{n}.err", err, submission)
+        except NoWindow as err:
+            save_error(out / f"{kernel}-perf-0.err", err, submission)
         mark(f"timed {kernel}")
 
 
@@ -168,15 +188,19 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     rows, cols = sample_positions(case, seed)
     samples: list[np.ndarray] = []
     launches: list[int] = []
+    others: list[int] = []  # launches of kernels that are not the submission's
     recorder = ctx.recorder
 
     def before() -> None:
-        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)])))
+        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)],
+                                                 case.trans_a)))
         copy_into(bufs[2], pristine_C)
         recorder.begin(COUNT)
 
     def after() -> None:
-        launches.append(recorder.end().own_launches)
+        record = recorder.end()
+        launches.append(record.own_launches)
+        others.append(record.other_launches)
         samples.append(to_host(bufs[2])[ops.interior][rows, cols])
 
     timings = time_calls(lambda: gemm(launch, A, B, C, case.alpha, case.beta),
@@ -184,7 +208,7 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
                          after_each=after, clock=ctx.clock)
     C_last = to_host(bufs[2])
     # The extra call: full record, then the replay of its launches.
-    A_extra = perturbed_a(ops.A_buf, factors[calls])
+    A_extra = perturbed_a(ops.A_buf, factors[calls], case.trans_a)
     copy_into(bufs[0], to_device(A_extra))
     copy_into(bufs[2], pristine_C)
     recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])
@@ -200,7 +224,8 @@ def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
     np.savez(out / f"{prefix}perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
              **save_launches(record, replayed))
     (out / f"{prefix}perf-{n}.json").write_text(json.dumps(
-        {"host": timings.host, "device": timings.device, "launches": launches}))
+        {"host": timings.host, "device": timings.device, "launches": launches,
+         "other_launches": others}))
 
 
 def _profile_case(ctx: Context, launch, case: GemmCase) -> None:

@@ -20,6 +20,13 @@ again, through references the recorder took before the submission was imported. 
 grader checks the replayed outputs exactly as it checks the call's own: a result the
 recorded kernels do not reproduce was not made by them.
 
+Given `inputs`, the replay starts from other values in the kit's buffers (new operands of
+the same layout, which the grader built and the call never saw). Everything else the
+launches carry is replayed as recorded: scalar arguments, tuples, launch configurations.
+A launcher that computed the answer on the host and handed it to a kernel through one
+of those (a value per launch, a grid whose size spells a number) reproduces its result
+on the call's own inputs, but not on new ones.
+
 Memory the call used that is not one of the kit's buffers (temporaries the launcher
 allocated, workspaces kept between calls) starts the replay as it was when the call
 first used it if all its elements were then equal (zeros, a fill value), and as zeros
@@ -106,6 +113,9 @@ class Record:
     own_launches: int = 0
     other_launches: int = 0
     unrecorded: list[str] = field(default_factory=list)  # arguments the recorder could not map
+    # Where each of the kit's inputs (in the order begin() got them) is restored from:
+    # (allocation, index into its fills), for a replay on other inputs.
+    inputs: list[tuple[int, int]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------
@@ -209,9 +219,10 @@ class Memory:
         rows = snap.reshape(-1, itemsize)
         return bool((rows == rows[0]).all())
 
-    def fresh(self, alloc: Allocation) -> Any:
+    def fresh(self, alloc: Allocation, instead: dict[int, np.ndarray] | None = None) -> Any:
         """New memory of the allocation's size, as the call found it: the kit's inputs
-        where they lie, a temporary's bytes if they were all equal, zeros elsewhere."""
+        where they lie (fill n replaced by instead[n] where given), a temporary's bytes if
+        they were all equal, zeros elsewhere."""
         init = alloc.pristine
         if alloc.space == "device":
             buf = self.cupy.zeros(alloc.nbytes, self.cupy.uint8)
@@ -223,7 +234,8 @@ class Memory:
                 data = init.get() if hasattr(init, "get") and not isinstance(
                     init, np.ndarray) else np.asarray(init)
                 buf[: data.size] = data
-        for ref, host in alloc.fills:
+        for n, (ref, host) in enumerate(alloc.fills):
+            host = (instead or {}).get(n, host)
             target = self.view(buf, ref, alloc.space)
             if alloc.space == "device":
                 target[...] = self.cupy.asarray(host)
@@ -266,12 +278,16 @@ class Recorder:
         self._inside = threading.local()
         self._launch: Callable[[Any, tuple, tuple], None] | None = None
         self._copy_into: Callable[[Any, Any], None] | None = None
+        self._kernel_type: type = object  # numba's kernels (dispatchers) in this mode
+        self._wrapped: tuple[str, ...] = ()  # the methods of that class the recorder wraps
+        self._gemms: tuple = ()  # the trusted GEMMs handed out (gemm_observer)
 
     # installing ------------------------------------------------------------------------
 
     def install(self) -> None:
         """Wrap the launch paths of numba's kernels and nnkit.backend's copies, keeping
         private references to the originals (the replay launches through them)."""
+        from grader.worker import tamper
         from nnkit import backend
 
         self._copy_into = backend.copy_into
@@ -280,6 +296,12 @@ class Recorder:
             self._install_gpu()
         else:
             self._install_sim()
+        # The recorder is within the submission's reach (the copy observer is one of its
+        # methods, and the launch paths close over it): what it replays with, and the
+        # launch paths it wrapped, must be as installed when results are written.
+        tamper.watch(self, state=("mode", "record", "_gemms"))
+        tamper.watch(self.memory)
+        tamper.watch(self._kernel_type, only=self._wrapped)
 
     def _install_gpu(self) -> None:
         from numba.cuda import dispatcher as numba_dispatcher
@@ -287,6 +309,7 @@ class Recorder:
         cls = numba_dispatcher.CUDADispatcher
         getitem, configure = cls.__getitem__, cls.configure
         recorder = self
+        self._kernel_type, self._wrapped = cls, ("__getitem__", "configure")
 
         class Recording:
             __slots__ = ("kernel", "config", "inner")
@@ -322,6 +345,7 @@ class Recorder:
 
         cls = sim.FakeCUDAKernel
         call, getitem = cls.__call__, cls.__getitem__
+        self._kernel_type, self._wrapped = cls, ("__call__",)
         context = sim._kernel_context  # non-empty while a kernel runs (device calls)
         recorder = self
 
@@ -351,7 +375,11 @@ class Recorder:
             self.mode = mode
             if mode == FULL:
                 for array, host in kit_arrays:
-                    self._allocation(array, kit=True, pristine=host)
+                    found = self._allocation(array, kit=True, pristine=host)
+                    if found is not None:
+                        n = found[0]
+                        self.record.inputs.append(
+                            (n, len(self.record.allocations[n].fills) - 1))
 
     def end(self) -> Record:
         with self._lock:
@@ -403,6 +431,7 @@ class Recorder:
     def gemm_observer(self, gemm: Callable) -> Callable:
         """The trusted GEMM handed to a student function, recorded as it is called."""
         recorder = self
+        self._gemms += (gemm,)
 
         def recorded(A, B, C, alpha=1.0, beta=0.0, *, trans_a=False, trans_b=False):
             if recorder.mode == FULL:
@@ -472,19 +501,24 @@ class Recorder:
 
     # replaying -------------------------------------------------------------------------
 
-    def replay(self, record: Record, outputs: dict[str, ArrayRef | None]) -> dict[str, Any]:
+    def replay(self, record: Record, outputs: dict[str, ArrayRef | None],
+               inputs: list[np.ndarray] | None = None) -> dict[str, Any]:
         """Run the record's operations again on fresh memory; the outputs, as host arrays
-        (None for an output that lives in memory the recorded operations never touched)."""
+        (None for an output that lives in memory the recorded operations never touched).
+        `inputs`: other host values for the kit's inputs, one per array begin() got and
+        in its order, each of the shape and dtype of the one it replaces."""
         if self._launch is None:
             raise ReplayError("the recorder is not installed")
         memory = self.memory
-        bufs = [memory.fresh(a) for a in record.allocations]
+        instead = self._instead(record, inputs)
+        bufs = [memory.fresh(a, instead.get(n)) for n, a in enumerate(record.allocations)]
 
         def rebuild(value: Any) -> Any:
             if isinstance(value, ArrayRef):
                 return memory.view(bufs[value.alloc], value, record.allocations[value.alloc].space)
             return value
 
+        self._vet(record)
         mode, self.mode = self.mode, None  # the replay itself is not recorded
         try:
             for op in record.ops:
@@ -501,6 +535,36 @@ class Recorder:
                     for name, ref in outputs.items()}
         finally:
             self.mode = mode
+
+    def _vet(self, record: Record) -> None:
+        """Every operation of the record as the recorder makes them: a launch of one of
+        numba's kernels, a copy, a GEMM the kit handed out. The record is within the
+        submission's reach during the call; an operation it added (a host function
+        called as a "GEMM", say) would run in the replay."""
+        for op in record.ops:
+            if type(op) is Launch and isinstance(op.kernel, self._kernel_type):
+                continue
+            if type(op) is Copy or (type(op) is Gemm and any(op.fn is g for g in self._gemms)):
+                continue
+            raise ReplayError(f"the record of the call holds an operation the kit did not "
+                              f"record ({type(op).__name__}): it was changed")
+
+    @staticmethod
+    def _instead(record: Record, inputs: list[np.ndarray] | None) -> dict[int, dict]:
+        """{allocation: {fill: host array}} for a replay on other inputs."""
+        if inputs is None:
+            return {}
+        if len(inputs) != len(record.inputs):
+            raise ReplayError(f"{len(inputs)} replay inputs for {len(record.inputs)} buffers")
+        instead: dict[int, dict] = {}
+        for (alloc, fill), host in zip(record.inputs, inputs, strict=True):
+            old = record.allocations[alloc].fills[fill][1]
+            host = np.asarray(host)
+            if host.shape != old.shape or host.dtype != old.dtype:
+                raise ReplayError(f"a replay input of {host.dtype}{host.shape} for one of "
+                                  f"{old.dtype}{old.shape}")
+            instead.setdefault(alloc, {})[fill] = host
+        return instead
 
 
 def _config_of(config: Any) -> tuple:

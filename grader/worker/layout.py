@@ -65,15 +65,23 @@ class Operands:
         return A_buf[self.interior], B_buf[self.interior], C_buf[self.interior]
 
 
-def perturbed_a(A_buf: np.ndarray, factor: float) -> np.ndarray:
-    """A as given to one timed call: scaled by a factor the grader draws afresh for each
-    call from a seed the submission never sees, so that no call can reuse or predict an
-    earlier result. Both sides compute it with the same float32 product, bit for bit."""
-    return A_buf * np.float32(factor)
+def perturbed_a(A_buf: np.ndarray, factor: float, trans_a: bool = False) -> np.ndarray:
+    """A as given to one timed call: each column k of op(A) (each row of A stored
+    transposed) scaled by its own factor, drawn from `factor`, which the grader draws
+    afresh for each call from a seed the submission never sees, so that no call can reuse
+    or predict an earlier result. One factor for the whole of A would not do: a launcher
+    could keep A·B from an earlier call and hand back f·A·B, rescaled in O(MN) work once a
+    kernel has read f off one element; A·diag(s)·B leaves no such shortcut. Both sides
+    compute it with the same float32 products, bit for bit."""
+    axis = 0 if trans_a else 1
+    rng = np.random.default_rng([int(np.float64(factor).view(np.uint64)), 13])
+    scale = (1.0 + rng.uniform(1 / 64, 1.0, size=A_buf.shape[axis])).astype(np.float32)
+    return A_buf * (scale[:, None] if trans_a else scale[None, :])
 
 
 def call_factors(seed: int, calls: int) -> list[float]:
-    """The factors of `calls` timed calls (warm-up calls included), from the job's seed."""
+    """The factors of `calls` timed calls (warm-up calls included), from the job's seed
+    (each one the seed of its call's factors per column, perturbed_a)."""
     rng = np.random.default_rng([seed, 7])
     return [float(x) for x in 1.0 + rng.uniform(1 / 64, 1.0, size=calls)]
 

@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 
 from grader.worker.common import LIMITS, confine, describe_error, read_inputs
-from grader.worker.launches import COUNT
 
 RANKS_NOTE = "the grader runs them on communicators of 1 to 4 ranks carved out of a larger job"
 
@@ -175,37 +174,24 @@ def _train_alone(engine: Any, data: Any, config: Any) -> None:
             engine.step(grads, config.lr)
 
 
-# The network functions counted per call (the order of the `calls` and `silent` arrays).
+# The network functions audited per call (the order of the `calls` and `silent` arrays).
 NETWORK_CALLS = ("forward", "backward", "sgd_step")
-
-
-class Counted:
-    """A network function of the submission whose calls are counted, and those that
-    launched none of the submission's kernels (Part 2's rule: training runs on them);
-    for backward, the rows of the labels the kit handed it (what this rank trained on)."""
-
-    def __init__(self, fn: Any, recorder: Any, labels_arg: int | None = None):
-        self.fn, self.recorder, self.labels_arg = fn, recorder, labels_arg
-        self.calls = self.silent = self.rows = 0
-
-    def __call__(self, *args: Any) -> Any:
-        self.calls += 1
-        if self.labels_arg is not None:  # a device array the kit made: its shape is true
-            self.rows += int(args[self.labels_arg].shape[0])
-        self.recorder.begin(COUNT)
-        try:
-            return self.fn(*args)
-        finally:
-            if self.recorder.end().own_launches == 0:
-                self.silent += 1
 
 
 def run_combined(n: int, case: dict, comm: Any, submission: Path,
                  inputs: dict[str, np.ndarray], recorder: Any = None) -> dict[str, np.ndarray]:
     """The submission's Part 2 network (its kernels, forward, backward and sgd_step, on
     the trusted GEMM) trained alone (a case of one rank) or under its Part 3 functions.
-    Besides the parameters: `calls` and `silent`, per function of NETWORK_CALLS, how many
-    calls this rank made and how many launched none of the submission's kernels."""
+
+    Its calls are audited as Part 2's training job audits them (grader/worker/net.py's
+    Audited): every call's launches of the submission's own kernels are counted, and the
+    calls numbered in the case's `audit_calls` (drawn from the run's secret) are recorded
+    in full and replayed. Besides the parameters: `calls` and `silent`, per function of
+    NETWORK_CALLS, how many calls this rank made and how many launched none of the
+    submission's kernels; `rows`, the rows of the labels backward was given; and per
+    call recorded in full, `audit_missing` (outputs the replay did not reproduce at all)
+    and `audit_worst` (the largest relative difference of the others)."""
+    from grader.worker.net import audited_functions
     from nnkit import network
     from nnkit.backend import select
     from nnkit.mnist import Split
@@ -216,13 +202,14 @@ def run_combined(n: int, case: dict, comm: Any, submission: Path,
     data = Split(inputs["train/images"], inputs["train/labels"]) if rank == 0 else None
     features = comm.bcast(data.images.shape[1] if rank == 0 else None, root=0)
     config = TrainConfig(**{**case["mode"], "hidden": tuple(case["mode"]["hidden"])})
-    gemm = make_gemm("cublas" if select().on_gpu else "host", submission)
+    # Observed, so that the products of a call recorded in full are replayed too.
+    gemm = recorder.gemm_observer(make_gemm("cublas" if select().on_gpu else "host",
+                                            submission))
     engine = DeviceEngine(submission, network.glorot_uniform(config.sizes(features),
                                                              config.seed), config, gemm)
-    counted = {name: Counted(getattr(engine, name), recorder,
-                             3 if name == "backward" else None) for name in NETWORK_CALLS}
-    for name, fn in counted.items():
-        setattr(engine, name, fn)
+    audits: list[dict] = []
+    full = {int(x) for x in case.get("audit_calls", [])}
+    counted = audited_functions(engine, recorder, full, audits, labels_arg=3)
     if case["ranks"] == 1:
         _train_alone(engine, data, config)
     else:
@@ -230,7 +217,10 @@ def run_combined(n: int, case: dict, comm: Any, submission: Path,
     return {**engine.host_params().named(),
             "calls": np.array([counted[k].calls for k in NETWORK_CALLS], np.int64),
             "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64),
-            "rows": np.array([counted["backward"].rows], np.int64)}
+            "rows": np.array([counted["backward"].rows], np.int64),
+            "audit_missing": np.array([a["missing"] for a in audits], np.int64),
+            "audit_worst": np.array([a["worst_relative_difference"] for a in audits],
+                                    np.float64)}
 
 
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
@@ -258,6 +248,7 @@ def _device_set_up(job: dict, submission: Path) -> Any:
             threading.stack_size(int(job["thread_stack_kb"]) * 1024)
         kernelsim.install()
         blocksync.install()
+    import grader.worker.net  # noqa: F401 - its Audited wrapper, loaded before the submission
     import nnkit.dataset
     import nnkit.gemm  # noqa: F401
 

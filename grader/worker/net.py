@@ -145,33 +145,64 @@ def _host_array(value: Any, name: str) -> np.ndarray:
 
 class Audited:
     """A student function used in training: each call's own launches are counted, and
-    the calls numbered in `full` are recorded in full, replayed and compared."""
+    the calls numbered in `full` are recorded in full, replayed and compared.
 
-    def __init__(self, name: str, fn: Any, ctx: Context, full: set[int], audits: list):
-        self.name, self.fn, self.ctx, self.full, self.audits = name, fn, ctx, full, audits
-        self.calls = 0
+    `launches` maps a number of own launches to how many calls launched that many: the
+    launch pattern, which the grader compares between jobs (a timed run must launch what
+    the audited run did). With a `clock`, the seconds spent in fully recorded calls (the
+    recorder's copies and the replay) are added to `paused`, which the timed job leaves
+    out of its epochs. `labels_arg`: the position of the labels among the arguments, whose
+    rows are added to `rows` (what a rank trained on; the kit made that array, so its shape
+    is true)."""
+
+    def __init__(self, name: str, fn: Any, recorder: Any, full: set[int], audits: list,
+                 *, clock: Any = None, labels_arg: int | None = None):
+        self.name, self.fn, self.recorder, self.full, self.audits = (name, fn, recorder,
+                                                                     full, audits)
+        self.clock, self.labels_arg = clock, labels_arg
+        self.calls = self.rows = 0
         self.silent = 0  # calls that launched none of the submission's kernels
+        self.launches: dict[int, int] = {}
+        self.paused = 0.0
+
+    def _counted(self, own: int) -> None:
+        self.launches[own] = self.launches.get(own, 0) + 1
+        if own == 0:
+            self.silent += 1
 
     def __call__(self, *args: Any) -> Any:
-        recorder = self.ctx.recorder
+        recorder = self.recorder
         number = self.calls
         self.calls += 1
+        if self.labels_arg is not None:
+            self.rows += int(args[self.labels_arg].shape[0])
         if number not in self.full:
             recorder.begin(COUNT)
             try:
                 return self.fn(*args)
             finally:
-                if recorder.end().own_launches == 0:
-                    self.silent += 1
-        inputs = [a for a in _arrays(args)]
-        recorder.begin(FULL, [(a, to_host(a)) for a in inputs])
+                self._counted(recorder.end().own_launches)
+        if self.clock is not None:
+            self.clock.sync()
+            start = self.clock.now()
+        try:
+            return self._recorded(number, args)
+        finally:
+            if self.clock is not None:
+                self.clock.sync()
+                self.paused += self.clock.now() - start
+
+    def _recorded(self, number: int, args: tuple) -> Any:
+        recorder = self.recorder
+        kit = [(a, to_host(a)) for a in _arrays(args)]
+        before = {id(a): host for a, host in kit}  # the arrays stay alive in args
+        recorder.begin(FULL, kit)
         try:
             result = self.fn(*args)
             synchronize()
         finally:
             record = recorder.end()
-        if record.own_launches == 0:
-            self.silent += 1
+        self._counted(record.own_launches)
         outputs = {f"{k}": v for k, v in enumerate(_arrays((args, result)))}
         got = {k: to_host(v) for k, v in outputs.items()}
         refs = {k: recorder.ref_of(v) for k, v in outputs.items()}
@@ -182,13 +213,54 @@ class Audited:
             if again is None or again.shape != value.shape:
                 missing += 1
                 continue
-            scale = float(np.abs(value).max()) if value.size else 0.0
-            diff = float(np.abs(again.astype(np.float64) - value).max()) if value.size else 0.0
-            worst = max(worst, diff / max(scale, 1e-30) if np.isfinite(diff) else np.inf)
+            worst = max(worst, _replay_difference(value, again, before.get(id(outputs[k]))))
         self.audits.append({"function": self.name, "call": number, "outputs": len(got),
                             "missing": missing, "worst_relative_difference": worst,
                             "own_launches": record.own_launches})
         return result
+
+
+def _replay_difference(value: np.ndarray, again: np.ndarray, before: np.ndarray | None
+                       ) -> float:
+    """The largest difference between a call's output and its replay, relative to the
+    output's largest magnitude or, for an array the call changed in place (sgd_step's
+    parameters), to the largest change it made: an update of a thousandth of the
+    parameters that the kernels did not make must not hide under the parameters' size."""
+    if not value.size:
+        return 0.0
+    diff = float(np.abs(again.astype(np.float64) - value).max())
+    if not np.isfinite(diff):
+        return np.inf
+    scale = float(np.abs(value).max())
+    if before is not None and before.shape == value.shape:
+        change = float(np.abs(value.astype(np.float64) - before).max())
+        if change > 0:
+            scale = min(scale, change)
+    return diff / max(scale, 1e-30)
+
+
+def audited_functions(runner: Any, recorder: Any, full: set[int], audits: list, *,
+                      clock: Any = None, labels_arg: int | None = None) -> dict[str, Audited]:
+    """Replace the runner's (or engine's) forward, backward and sgd_step by Audited
+    wrappers; returns them by name. Each step calls each once, so call k of every
+    function belongs to step k and `full` audits whole steps."""
+    wrapped = {name: Audited(name, getattr(runner, name), recorder, full, audits,
+                             clock=clock, labels_arg=labels_arg if name == "backward" else None)
+               for name in TRAINING_CALLS}
+    for name, fn in wrapped.items():
+        setattr(runner, name, fn)
+    return wrapped
+
+
+TRAINING_CALLS = ("forward", "backward", "sgd_step")
+
+
+def audit_record(wrapped: dict[str, Audited], audits: list) -> dict:
+    """What the grader reads of a training's audit (grader/parts/net.py's _audit_problem)."""
+    return {"audits": audits, "calls": {k: w.calls for k, w in wrapped.items()},
+            "silent": {k: w.silent for k, w in wrapped.items()},
+            "launches": {k: {str(n): c for n, c in sorted(w.launches.items())}
+                         for k, w in wrapped.items()}}
 
 
 def _arrays(value: Any) -> list:
@@ -227,18 +299,13 @@ def run_training(ctx: Context) -> None:
             params = network.glorot_uniform(config.sizes(data.features), config.seed)
             runner = DeviceRunner(submission, params, config, gemm)
             audits: list[dict] = []
-            full = {int(x) for x in job.get("audit_calls", [])}
-            wrapped = {name: Audited(name, getattr(runner, name), ctx, full, audits)
-                       for name in ("forward", "backward", "sgd_step")}
-            for name, fn in wrapped.items():
-                setattr(runner, name, fn)
+            full = {int(x) for x in job["audit_calls"][m]}  # per mode, from the secret
+            wrapped = audited_functions(runner, ctx.recorder, full, audits)
             history = train(runner, data, config, evaluate=False)
             ctx.snapshot.check()
             np.savez(out / f"train-{m}.npz", **runner.params().named())
             (out / f"train-{m}.json").write_text(json.dumps({
-                "history": history.to_json(), "audits": audits,
-                "calls": {k: w.calls for k, w in wrapped.items()},
-                "silent": {k: w.silent for k, w in wrapped.items()}}))
+                "history": history.to_json(), **audit_record(wrapped, audits)}))
         except BaseException as err:  # noqa: BLE001
             save_error(out / f"train-{m}.err", err, submission)
         mark(f"train-{m}")
@@ -247,11 +314,17 @@ def run_training(ctx: Context) -> None:
 
 def run_speed(ctx: Context) -> None:
     """Time the student's training, every epoch, in the job's one mode: `speed.json`
-    holds the seconds of each epoch, `speed.npz` the final parameters (the grader compares
-    them with the reference, so that an epoch is only fast by doing its work), or
-    `speed.err` the failure. No call is recorded: the recorder's copies would be timed."""
+    holds the seconds of each epoch and the audit of its calls, `speed.npz` the final
+    parameters (the grader compares them with the reference, so that an epoch is only
+    fast by doing its work), or `speed.err` the failure.
+
+    The calls are audited as in the training job, so that a submission that can tell it
+    is being timed gains nothing by behaving otherwise: every call's own launches are
+    counted (the grader wants the pattern of the audited training, and no silent call),
+    and the steps numbered in the job's `audit_calls`, drawn from the secret, are recorded
+    in full and replayed. Their recording and replay are not timed: the epoch that holds
+    them is timed without them and scaled to its number of steps."""
     from nnkit import dataset, network
-    from nnkit.timing import spin_up
     from nnkit.training import DeviceRunner, TrainConfig, make_gemm
 
     job, out, submission, clock = ctx.job, ctx.out, ctx.submission, ctx.clock
@@ -261,8 +334,8 @@ def run_speed(ctx: Context) -> None:
                             spec["limit"])
         config = TrainConfig(**{**job["mode"], "hidden": tuple(job["mode"]["hidden"])})
         params = network.glorot_uniform(config.sizes(data.features), config.seed)
-        runner = DeviceRunner(submission, params, config,
-                              make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
+        gemm = ctx.recorder.gemm_observer(make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
+        runner = DeviceRunner(submission, params, config, gemm)
         n = len(data.train)
         slices = dataset.batch_slices(n, config.batch)
         # One untimed step of a throwaway copy compiles the kernels, so that every epoch
@@ -270,24 +343,36 @@ def run_speed(ctx: Context) -> None:
         # epochs and nothing in the others gains nothing).
         spare = DeviceRunner(submission, network.glorot_uniform(config.sizes(data.features),
                                                                 config.seed + 1),
-                             config, make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
+                             config, gemm)
         first = slices[0]
         spare.step(data.train.images[first], data.train.labels[first])
         del spare
+        audits: list[dict] = []
+        full = {int(x) for x in job.get("audit_calls", [])}
+        wrapped = audited_functions(runner, ctx.recorder, full, audits, clock=clock)
         seconds = []
-        spin_up()  # every timed job meets the GPU at the same clock, as Part 1's
-        for epoch in range(config.epochs):  # as nnkit.training.train, on the trusted clock
-            X, labels = runner.epoch_data(data.train.images, data.train.labels,
-                                          dataset.epoch_order(n, config.seed, epoch))
-            clock.sync()
-            start = clock.now()
-            for s in slices:
-                runner.step(X[s], labels[s])
-            runner.finish_epoch()
-            clock.sync()
-            seconds.append(clock.now() - start)
+        # The GPU to this job, at its working clock, as Part 1's (grader/worker/window.py)
+        with ctx.extra["window"].alone():
+            for epoch in range(config.epochs):  # as nnkit.training.train, on the trusted clock
+                X, labels = runner.epoch_data(data.train.images, data.train.labels,
+                                              dataset.epoch_order(n, config.seed, epoch))
+                step0 = epoch * len(slices)
+                audited = sum(step0 <= c < step0 + len(slices) for c in full)
+                paused = sum(w.paused for w in wrapped.values())
+                clock.sync()
+                start = clock.now()
+                for s in slices:
+                    runner.step(X[s], labels[s])
+                runner.finish_epoch()
+                clock.sync()
+                elapsed = clock.now() - start
+                elapsed -= sum(w.paused for w in wrapped.values()) - paused
+                if 0 < audited < len(slices):  # the audited steps' share, at the others' pace
+                    elapsed *= len(slices) / (len(slices) - audited)
+                seconds.append(elapsed)
         ctx.snapshot.check()
         np.savez(out / "speed.npz", **runner.params().named())
-        (out / "speed.json").write_text(json.dumps({"seconds": seconds}))
+        (out / "speed.json").write_text(json.dumps({"seconds": seconds,
+                                                    **audit_record(wrapped, audits)}))
     except BaseException as err:  # noqa: BLE001
         save_error(out / "speed.err", err, submission)

@@ -26,6 +26,19 @@ WATCHED_EXACT = ("numpy", "numpy.lib._npyio_impl", "json", "os", "time", "builti
 MUTABLE: frozenset[tuple[str, str]] = frozenset()
 
 
+# Objects of the kit whose attributes are watched too, and their classes' (the launch
+# recorder: the submission can reach it through what the kit hands its kernels, and
+# replacing one of its methods would forge a replay). Registered before the snapshot.
+_OBJECTS: list[tuple[object, frozenset[str], frozenset[str] | None]] = []
+
+
+def watch(obj: object, state: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
+    """Watch obj's attributes (`only` these, if given) but `state` (those it changes
+    itself as it runs), and its class's (for a class, its own only), in every Snapshot
+    taken from now on."""
+    _OBJECTS.append((obj, frozenset(state), None if only is None else frozenset(only)))
+
+
 class Tampered(RuntimeError):
     """The submission changed a module the kit trusts."""
 
@@ -36,6 +49,7 @@ class Snapshot:
     def __init__(self, prefixes: Iterable[str] = WATCHED, exact: Iterable[str] = WATCHED_EXACT):
         self.prefixes, self.exact = tuple(prefixes), frozenset(exact)
         self.values = self._take()
+        self.objects = self._take_objects()
 
     def _watched(self, name: str) -> bool:
         return name in self.exact or any(name == p or name.startswith(p + ".")
@@ -53,10 +67,33 @@ class Snapshot:
             found[name] = (module, space)  # the values themselves: ids could be reused
         return found
 
+    @staticmethod
+    def _take_objects() -> list[tuple[str, object, dict[str, object], frozenset[str]]]:
+        found, seen = [], set()
+        for obj, state, only in _OBJECTS:
+            for item in (obj,) if isinstance(obj, type) else (obj, type(obj)):
+                if id(item) in seen:
+                    continue
+                seen.add(id(item))
+                name = item.__qualname__ if isinstance(item, type) else type(item).__qualname__
+                space = dict(vars(item))
+                if item is obj and only is not None:
+                    space = {k: v for k, v in space.items() if k in only}
+                found.append((name, item, space, state if item is obj else frozenset()))
+        return found
+
     def changes(self, limit: int = 5) -> list[str]:
         """'module.name' of globals replaced or removed since the snapshot (and modules
-        replaced in sys.modules)."""
+        replaced in sys.modules), then 'Class.name' of watched objects' attributes."""
         changed = []
+        for name, item, before, state in self.objects:
+            space = vars(item)
+            if not isinstance(item, type):  # (a library's class may gain caches)
+                changed += [f"{name}.{key}" for key in space if key not in before]
+            changed += [f"{name}.{key}" for key, value in before.items()
+                        if key not in state and space.get(key, _MISSING) is not value]
+            if len(changed) >= limit:
+                return changed[:limit]
         for name, (module, before) in self.values.items():
             if sys.modules.get(name, module) is not module:
                 changed.append(f"sys.modules[{name!r}]")

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from grader.cases.gemm import GemmCase, Operands, build_operands
+from grader.cases.gemm import GemmCase, Operands, build_operands, replay_operands
 from grader.checks.gemm import check_case, check_perf
 from grader.worker.layout import call_factors, perturbed_a, sample_positions
 from nnkit.gemm_reference import reference
@@ -74,15 +74,33 @@ def test_a_call_that_launched_no_kernel_fails(tmp_path):
     assert not outcome.passed and "launched none of the submission's kernels" in outcome.message
 
 
+def test_a_call_that_launched_the_kits_kernels_fails(tmp_path):
+    ops, C_buf = _correct_c(CASE)
+    np.savez(tmp_path / "case-0.npz", A=ops.A_buf, B=ops.B_buf, C=C_buf,
+             **{"launch:own": np.array(1), "launch:other": np.array(3)})
+    outcome = _check(tmp_path)
+    assert not outcome.passed and "kernels that are not the submission's" in outcome.message
+
+
 def test_a_result_the_replay_does_not_reproduce_fails(tmp_path):
     ops, C_buf = _correct_c(CASE)
-    _write_case(tmp_path, ops, C_buf, replay_C=ops.C_buf)  # the kernels left C as it was
+    again = replay_operands(CASE, SECRET)  # what the replay starts from: new operands
+    A, B, C = again.views()
+    right = again.C_buf.copy()
+    right[again.interior] = reference(A, B, C, CASE.alpha, CASE.beta).astype(np.float32)
+    _write_case(tmp_path, ops, C_buf, replay_C=again.C_buf)  # the kernels left C as it was
     outcome = _check(tmp_path, replayed=True)
-    assert not outcome.passed and "not what the kernels the call launched" in outcome.message
+    assert not outcome.passed and "do not compute the product of their inputs" in outcome.message
+    # The call's own answer again, as kernels handed it by the host as scalars give it
+    _write_case(tmp_path, ops, C_buf, replay_C=C_buf)
+    outcome = _check(tmp_path, replayed=True)
+    assert not outcome.passed and "on new operands of the same shapes" in outcome.message
     _write_case(tmp_path, ops, C_buf)  # no replay output at all
     assert "not in memory any recorded kernel" in _check(tmp_path, replayed=True).message
-    _write_case(tmp_path, ops, C_buf, replay_C=C_buf)
+    _write_case(tmp_path, ops, C_buf, replay_C=right)
     assert _check(tmp_path, replayed=True).passed
+    assert not np.array_equal(again.A_buf, ops.A_buf)  # new values, same layout
+    assert again.A_buf.shape == ops.A_buf.shape and np.isnan(again.A_buf[0, 0])
 
 
 def test_missing_result_says_why(tmp_path):
@@ -169,3 +187,28 @@ def test_wrong_values_without_a_pattern_carry_no_hint(tmp_path):
     _write_case(tmp_path, ops, C_buf)
     outcome = _check(tmp_path)
     assert not outcome.passed and "hint" not in outcome.message
+
+
+def test_perf_rejects_a_product_kept_from_the_first_call_and_rescaled(tmp_path):
+    """A launcher that keeps P = A·B of its first timed call and, for each later call,
+    reads the scale of the new A off one element and hands back α·r·P + β·C (O(MN) work,
+    no product): right while calls differed by one factor for the whole of A; with a
+    factor per column of A it is wrong."""
+    calls = 3
+    first, _ = _correct_c(CASE, call=0, calls=calls)
+    A0, B, C = (x.astype(np.float64) for x in first.views())
+    kept = A0 @ B
+    rows, cols = sample_positions(CASE, PERF_SEED)
+    picks = []
+    for n in range(calls):
+        ops, _ = _correct_c(CASE, call=n, calls=calls)
+        ratio = float(ops.views()[0][1, 2]) / float(first.views()[0][1, 2])
+        forged = CASE.alpha * ratio * kept + CASE.beta * C
+        picks.append(forged.astype(np.float32)[rows, cols])
+    _, C_buf = _correct_c(CASE, call=calls - 1, calls=calls)
+    _write_perf(tmp_path, C_buf, [1e-4] * calls, [1e-4] * calls, samples=np.stack(picks))
+    message = _perf(tmp_path).message
+    assert "timed call 2 of 3 computed a wrong C" in message, message
+    # while the samples of honest calls pass
+    _write_perf(tmp_path, C_buf, [1e-4] * calls, [1e-4] * calls)
+    assert _perf(tmp_path).message == "ok"

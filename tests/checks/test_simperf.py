@@ -45,6 +45,30 @@ def test_read_counts_takes_the_worker_file_and_says_why_when_there_is_none(tmp_p
     assert counts is None and "IndexError" in why
 
 
+def test_read_counts_refuses_huge_linked_or_garbage_files_unread(tmp_path):
+    # The worker ran submitted code: its counts file is read as any job's result.
+    profile = tmp_path / simperf.PROFILE_FILE
+    with open(profile, "wb") as f:  # sparse: 1 GiB that costs no disk
+        f.truncate(1 << 30)
+    assert simperf.read_counts(tmp_path) == (None, "not counted (unreadable counts)")
+    profile.unlink()
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"kernels": {"k": _counts()}}))
+    profile.symlink_to(secret)
+    assert simperf.read_counts(tmp_path) == (None, "not counted (unreadable counts)")
+    profile.unlink()
+    for garbage in ('{"kernels": {"k": {"launches": Infinity}}}', '{"kernels": [1, 2]}',
+                    "[" * 100_000, "\xff\xfe\x00"):
+        profile.write_text(garbage)
+        assert simperf.read_counts(tmp_path) == (None, "not counted (unreadable counts)")
+    error = tmp_path / simperf.PROFILE_ERROR
+    with open(error, "wb") as f:
+        f.write(b"\x1b[31mboom" + b"x" * 10_000)
+        f.truncate(1 << 30)
+    counts, why = simperf.read_counts(tmp_path)
+    assert counts is None and "boom" in why and "\x1b" not in why and len(why) < 600
+
+
 def test_metrics_are_ratios_of_the_counts():
     m = simperf.metrics(_counts(), 1024)
     assert m["sectors_per_load"] == 32.0 and m["sectors_per_store"] == 4.0

@@ -101,6 +101,18 @@ def test_each_network_bug_loses_exactly_its_items(network_bugs, spec):
 
 
 @pytest.fixture(scope="module")
+def gemm_bugs(tmp_path_factory):
+    """The Part 1 bugs kept under tests/bugs/gemm, graded on Part 1 only."""
+    return _grade_bugs(tmp_path_factory, BUGS / "gemm", "--parts", "gemm")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", all_specs(BUGS / "gemm"), ids=lambda s: s.name)
+def test_each_gemm_bug_loses_exactly_its_items(gemm_bugs, spec):
+    _assert_loses_its_items(gemm_bugs[spec.name], spec)
+
+
+@pytest.fixture(scope="module")
 def checker_bugs(tmp_path_factory):
     """Bugs whose results often come out right: the simulator's checker must see them."""
     if probe_gpu()[0]:

@@ -34,9 +34,12 @@ SUBMISSIONS = {
     "net_lr_applied_twice": BUGS / "net_lr_applied_twice.toml",  # Part 2 bug
     "no_communication": CHEAT,  # Part 3 functions that never combine the ranks' gradients
     "combined_host_sgd": CHEAT.parent / "combined_host_sgd",  # an SGD step on the host
+    # the same beside an empty kernel launched per call: the replay catches it
+    "combined_empty_kernel": CHEAT.parent / "combined_empty_kernel",
     "combined_broadcast": CHEAT.parent / "combined_broadcast",  # every rank gets every row
 }
-SLOW = {"allreduce_averages_twice", "no_communication", "combined_host_sgd"}
+SLOW = {"allreduce_averages_twice", "no_communication", "combined_host_sgd",
+        "combined_empty_kernel"}
 
 
 def _names(names: list[str]) -> list:
@@ -187,6 +190,60 @@ def test_a_network_computed_on_the_host_loses_the_item(graded, name):
     item = graded[name]
     assert item.points == 0, item.message
     assert "call(s) of sgd_step() launched none of your kernels" in item.message
+
+
+@pytest.mark.parametrize("name", _names(["combined_empty_kernel"]))
+def test_a_host_network_beside_an_empty_kernel_loses_the_item(graded, name):
+    """Counting launches per call sees an own kernel in every call; the replay of the
+    calls drawn from the secret finds the parameters it leaves unchanged."""
+    item = graded[name]
+    assert item.points == 0, item.message
+    assert "not what the kernels the call launched compute" in item.message
+
+
+def test_unreplayed_calls_are_reported():
+    from grader.checks.mpi_combined import REPLAY_TOL, unreplayed_calls
+
+    honest = {"audit_missing": np.zeros(3, np.int64), "audit_worst": np.zeros(3)}
+    assert unreplayed_calls([[honest], [honest, honest]]) == ""
+    off = {**honest, "audit_worst": np.array([0.0, 10 * REPLAY_TOL, 0.0])}
+    message = unreplayed_calls([[honest], [honest, off]])
+    assert "rank 1 on 2 ranks: recorded call 2" in message and "not what the kernels" in message
+    lost = {**honest, "audit_missing": np.array([0, 0, 2])}
+    assert "2 output(s) not in memory" in unreplayed_calls([[lost], [honest, honest]])
+    nan = {**honest, "audit_worst": np.array([np.nan, 0.0, 0.0])}
+    assert "recorded call 1" in unreplayed_calls([[nan], [honest, honest]])
+    for empty in ({}, {"audit_missing": np.zeros(0, np.int64), "audit_worst": np.zeros(0)}):
+        assert "no call of the network was recorded" in unreplayed_calls([[empty], [honest]])
+
+
+def test_the_cases_audit_the_first_last_and_a_drawn_call():
+    plan = cases.plan(False, None)
+    drawn = cases.cases(plan, SECRET)
+    total = len(cases.steps(plan))
+    for case in drawn:
+        assert {0, total - 1} <= set(case["audit_calls"]) <= set(range(total))
+    assert cases.cases(plan, SECRET) == drawn  # from the secret, reproducibly
+
+
+def test_corrupt_training_data_leaves_the_item_not_graded(tmp_path, monkeypatch):
+    """A truncated MNIST file is the machine's problem, not the submission's: the item is
+    reported not graded, with the reason, and nothing is raised (the class goes on)."""
+    from grader.parts import mpi_combined as part
+    from grader.results import NOT_GRADED
+    from nnkit.mnist import FILES
+
+    sample = KIT_ROOT / "nnkit" / "data" / "sample"
+    for name in FILES.values():
+        shutil.copy(sample / name, tmp_path / name)
+    data = (tmp_path / FILES["train-images"]).read_bytes()
+    (tmp_path / FILES["train-images"]).write_bytes(data[: len(data) // 2])
+    monkeypatch.setattr(part, "mnist_folder", lambda: str(tmp_path))
+    monkeypatch.setattr(part, "run_mpi_job", lambda *a, **k: pytest.fail("ran the job"))
+    config = replace(load_config(), secret=SECRET, mpiexec="mpiexec")
+    [item] = part.grade_combined(KIT_ROOT / "solution", tmp_path / "work", config, True)
+    assert (item.points, item.status) == (None, NOT_GRADED)
+    assert "could not be read" in item.message and "train-images" in item.message
 
 
 def test_a_network_call_that_launches_no_kernel_is_reported():

@@ -139,6 +139,25 @@ def test_a_ring_with_uneven_chunks_meets_the_byte_bound(p):
     assert any(tightest)
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 5])
+def test_only_a_ring_passes_the_neighbour_rule(p):
+    """Bytes sent, rank by rank (row: from, column: to): a ring either way round passes;
+    a gather and broadcast through rank 0, and everyone sending to everyone, fail on 4
+    ranks or more (on 2 and 3, every other rank is a neighbour)."""
+    right = np.zeros((p, p), np.int64)
+    for r in range(p):
+        right[r, (r + 1) % p] = 8
+    star = np.zeros((p, p), np.int64)
+    star[0, 1:], star[1:, 0] = 4, 4
+    everyone = np.full((p, p), 4, np.int64) - 4 * np.eye(p, dtype=np.int64)
+    assert mpi_checks.not_to_neighbours(right) == ""
+    assert mpi_checks.not_to_neighbours(right.T.copy()) == ""  # turning the other way
+    for astray in (star, everyone):
+        said = mpi_checks.not_to_neighbours(astray)
+        assert (said != "") == (p >= 4), said
+        assert p < 4 or "the ring must pass data between neighbours only" in said
+
+
 COUNTING = r'''
 import array, json
 import numpy as np

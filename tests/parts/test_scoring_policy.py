@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from grader import examples
-from grader.checks.gemm import NO_KERNEL, NOT_REPRODUCED
+from grader.checks.gemm import (
+    NO_KERNEL,
+    NOT_REPRODUCED,
+    NOT_REPRODUCED_ON_NEW,
+    OTHER_KERNELS,
+)
 from grader.parts.common import graded_item, integrity_failure
 from grader.results import FAIL, PARTIAL, PASS, CaseOutcome
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config, partial_points
@@ -75,6 +80,8 @@ def test_all_or_nothing_is_the_default():
 @pytest.mark.parametrize("why", [
     NO_KERNEL,
     NOT_REPRODUCED.format(why="85 of 85 elements wrong"),
+    NOT_REPRODUCED_ON_NEW.format(why="85 of 85 elements wrong"),
+    OTHER_KERNELS,
     "modified its input A",
     "returned the previous call's result for new operands in the same buffers",
     "rank 1 called comm.Allreduce: the ring must use point-to-point messages only",

@@ -19,12 +19,15 @@ NAMES = sorted(p.name for p in CHEATS.iterdir() if p.is_dir())
 # The cheats `make test` grades, one or two per defence: the audit hook (write_results,
 # exec_string, fork_bomb), the sandbox's process and file confinement (background,
 # write_results), the reuse case (replay), launch recording and replay (dummy_kernel),
-# the library traps (matmul_hidden), the module photograph (monkeypatch) and the
-# simulator's kernel restrictions (kernel_host_numpy). The others are marked slow:
-# `make test-all` grades every one. The fixture grades only the cheats the selected
-# tests look at.
+# the library traps (matmul_hidden), the module photograph (monkeypatch), the
+# simulator's kernel restrictions (kernel_host_numpy), the replay on new operands
+# (scalar_smuggle), the rule that only the submission's kernels run (kit_kernels) and
+# the watch on the recorder (recorder_forge).
+# The others are marked slow: `make test-all` grades every one. The fixture grades only
+# the cheats the selected tests look at.
 QUICK = {"write_results", "exec_string", "fork_bomb", "background", "replay", "dummy_kernel",
-         "matmul_hidden", "monkeypatch", "kernel_host_numpy"}
+         "matmul_hidden", "monkeypatch", "kernel_host_numpy", "scalar_smuggle",
+         "kit_kernels", "recorder_forge"}
 # Cheats that tests other than the per-cheat ones look at.
 NEEDS = {"test_no_process_outlives_its_job": {"background", "fork_bomb"},
          "test_reports_cannot_be_written_by_a_submission": {"write_results", "background"},
@@ -157,7 +160,8 @@ def test_every_cheat_earns_nothing(graded, name):
 
 # What the feedback says of each cheat (all of these fragments, in the item's message).
 STOPPED = "the grader stopped the submission"
-NOT_ITS_KERNELS = "not what the kernels the call launched compute"
+# (on the call's own operands, or on the new ones a replay starts from)
+NOT_ITS_KERNELS = "the kernels the call launched"
 NO_KERNEL = "launched none of the submission's kernels"
 MESSAGES = {
     "matmul_operator": ["library matrix product", "the @ operator"],
@@ -184,6 +188,16 @@ MESSAGES = {
     "trap_closure": ["np.matmul"],
     "dummy_kernel": [NOT_ITS_KERNELS],
     "temp_buffer": [NOT_ITS_KERNELS],
+    # The answer handed to a kernel as arguments: the replay on new operands. (On a GPU
+    # its host loops cannot finish the large cases in time: it earns nothing either way.)
+    # The kit's own kernels doing the work beside an idle one of the submission's.
+    "kit_kernels": ["kernels that are not the submission's"],
+    # The kit's recorder, reached through what it hands nnkit.backend, given a forged
+    # replay: the recorder is watched like the kit's modules.
+    "recorder_forge": ["changed the kit or a library", "Recorder.replay"],
+    # Half the precision, for speed: the float32 error bound of the short sums.
+    "half_precision": ["elements wrong", "bound"],
+    "scalar_smuggle": {"simulator": [NOT_ITS_KERNELS, "on new operands"], "gpu": []},
     # Reaching around the language: the audit hook stops the worker.
     "openblas_ctypes": [STOPPED],
     "gc_disarm": [STOPPED, "with gc"],
@@ -311,3 +325,30 @@ def test_the_policy_fails_cheats_before_they_run(tmp_path):
         item = next(i for i in report["items"] if i["id"] == "gemm.naive.correctness")
         assert item["points"] == 0, item["message"]
         assert "breaks the rules for graded code" in item["message"], item["message"]
+
+
+SPEED_CHEATS = TESTS / "cheats_speed"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_speed_cheats_earn_no_speed_points(tmp_path):
+    """Cheats on the timed calls only (tests/cheats_speed/, GPU): each is a right kernel,
+    and keeps its correctness points, but its timed calls must do the whole product."""
+    names = sorted(p.name for p in SPEED_CHEATS.iterdir() if p.is_dir())
+    subs = [shutil.copytree(SPEED_CHEATS / n, tmp_path / n) for n in names]
+    other = shutil.copytree(KIT_ROOT / "solution", tmp_path / "solution")
+    out = tmp_path / "out"
+    result = run_kit("grader", *map(str, subs), str(other), "--parts", "gemm", "--kernels",
+                     "naive", "--jobs", "1", "--seed", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def item(name, which):
+        report = json.loads((out / f"{name}.json").read_text())
+        return next(i for i in report["items"] if i["id"] == f"gemm.naive.{which}")
+
+    assert item("solution", "performance")["points"] > 0, item("solution", "performance")
+    for name in names:
+        assert item(name, "correctness")["points"] > 0, item(name, "correctness")["message"]
+        speed = item(name, "performance")
+        assert speed["points"] == 0 and "computed a wrong C" in speed["message"], speed

@@ -41,6 +41,7 @@ EXPECTED = {
                               "mpi.averaging": "relative max-norm",
                               "mpi.combined": "rank"},
     "combined_host_sgd": {"mpi.combined": "launched none of your kernels"},
+    "combined_empty_kernel": {"mpi.combined": "not what the kernels the call launched compute"},
     "combined_broadcast": {"mpi.scatter": "expected", "mpi.allreduce": "outside the float32",
                            "mpi.data_parallel": "rows between them",
                            "mpi.averaging": "rows between them",
@@ -59,6 +60,7 @@ EXPECTED = {
     "ring_world_handle": {"mpi.ring": "on 4 rank.*(sent 0 bytes.*must move at least|"
                                       "MPI_ERR_COMM: invalid communicator)"},
     "ring_sends_nothing": {"mpi.ring": "outside the float32 bound"},
+    "ring_star": {"mpi.ring": "on 4 rank.*the ring must pass data between neighbours only"},
     "forge_results": {"mpi.ring": "opened a file outside its folder.*/out/case-0-rank-0"},
     "forge_by_rename": {"mpi.ring": "moved a file into or out of its folder"},
     # Hydra kills the other ranks, or lets them wait for the one gone until the limit.
@@ -74,11 +76,12 @@ EXPECTED = {
 HONEST = [n for n in NAMES if n.startswith("ok_")]
 # What `make test` grades, one per defence: the audit hook (forge_results), the module
 # photograph (tamper_count), the ring's communicator rules (ring_allgather), its byte
-# bound (ring_world_handle), signals (kill_other_rank), and one correct alternative
-# (ok_ring_isend). The others are marked slow (`make test-all`); the fixture grades only
-# the submissions the selected tests look at, and always the solution.
+# bound (ring_world_handle), its neighbour rule (ring_star), signals (kill_other_rank),
+# and one correct alternative (ok_ring_isend). The others are marked slow (`make
+# test-all`); the fixture grades only the submissions the selected tests look at, and
+# always the solution.
 QUICK = {"forge_results", "tamper_count", "ring_allgather", "ring_world_handle",
-         "kill_other_rank", "ok_ring_isend"}
+         "kill_other_rank", "ok_ring_isend", "ring_star"}
 
 
 def _sweep(names: list[str]) -> list:

@@ -1,0 +1,85 @@
+"""The worker's end of the timing windows (grader/isolation/windows.py explains them).
+
+A timed job wraps its timed calls in `Window.alone()`: it asks the grader for the GPU,
+waits for the grant, checks that the GPU is idle (a frozen job's kernel may still be
+running: its process stopped, the GPU did not), brings the GPU to its working clock,
+and says when it is done. Without a window (the simulator, a GPU of its own, or a grader
+that gives the whole job the GPU alone) only the clock is brought up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+from nnkit.timing import Clock, spin_up
+
+ASK, GRANT, BUSY, DONE = b"T", b"G", b"B", b"D"  # as grader/isolation/windows.py
+# A tiny kernel on an idle GPU returns in tens of microseconds; behind another process's
+# kernel it waits for that kernel or the next time slice (milliseconds).
+IDLE_PROBE_SECONDS = 2e-4
+IDLE_PROBES = 5  # in a row
+IDLE_WAIT = 1.0  # seconds of probing before the grader is told the GPU is busy
+
+
+class NoWindow(RuntimeError):
+    """The grader gave no window (too many asked for, or one held too long)."""
+
+
+class Window:
+    def __init__(self, fds: list[int] | None, clock: Clock) -> None:
+        self.fds = tuple(fds) if fds else None  # (grants to read, requests to write)
+        self.clock = clock
+
+    @contextmanager
+    def alone(self, quiet: Callable[[], AbstractContextManager] = nullcontext
+              ) -> Iterator[None]:
+        """The block runs with the GPU to this job (see the module's docstring); the
+        window's own GPU work runs under quiet() (the library traps paused: it is not the
+        submission's)."""
+        with quiet():
+            if self.fds is not None:
+                self._say(ASK)
+                if not gpu_idle(self.clock):
+                    self._say(BUSY)  # the grader lets the other jobs end, then grants
+            spin_up()
+        if self.fds is None:
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                os.write(self.fds[1], DONE)
+            except OSError:
+                pass
+
+    def _say(self, what: bytes) -> None:
+        try:
+            os.write(self.fds[1], what)
+            answer = os.read(self.fds[0], 1)
+        except OSError as err:
+            raise NoWindow(f"the grader gave no timing window: {err}") from None
+        if answer != GRANT:
+            raise NoWindow("the grader gave no timing window (each timed job has a few, "
+                           "each for a limited time)")
+
+
+def gpu_idle(clock: Clock) -> bool:
+    """Whether this process has the GPU to itself: IDLE_PROBES tiny kernels in a row each
+    return within IDLE_PROBE_SECONDS, tried for IDLE_WAIT seconds at most."""
+    import cupy
+
+    x = cupy.zeros(1, dtype=cupy.float32)
+    x += 1  # compiled and loaded outside the probes
+    clock.sync()
+    end, in_a_row = clock.now() + IDLE_WAIT, 0
+    while in_a_row < IDLE_PROBES:
+        start = clock.now()
+        if start > end:
+            return False
+        x += 1
+        clock.sync()
+        in_a_row = in_a_row + 1 if clock.now() - start < IDLE_PROBE_SECONDS else 0
+    return True

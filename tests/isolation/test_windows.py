@@ -1,0 +1,305 @@
+"""Timing windows (grader/isolation/windows.py, gpus.Gate, grader/worker/window.py): a timed
+job gets its GPU alone around its timed calls only; the other jobs there are frozen and
+their time limits stretched, or waited for when they cannot be frozen. Frozen cgroups
+need cgroup v2 (a GPU machine's); here they are stood in for by objects that say so."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from grader.isolation import gpus, runner, windows
+from grader.worker import window as worker_window
+from nnkit.timing import capture
+
+
+class FakeCgroup:
+    def __init__(self, can: bool = True) -> None:
+        self.can, self.on, self.calls = can, False, []
+
+    def freeze(self, on: bool) -> bool:
+        self.calls.append(on)
+        if self.can:
+            self.on = on
+        return self.can
+
+    def frozen(self) -> bool:
+        return self.on
+
+
+def _in_thread(fn, *args) -> threading.Thread:
+    t = threading.Thread(target=fn, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_window_freezes_the_other_jobs_and_thaws_them_after():
+    gate = gpus.Gate(4)
+    me, other = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.start(other)
+    gate.open_window(me)
+    assert other.cgroup.on and not me.cgroup.calls  # the timed job itself runs on
+    time.sleep(0.05)
+    assert other.paused_now() >= 0.05  # its limit stretches while it is frozen
+    gate.close_window()
+    assert not other.cgroup.on and other.frozen_at is None
+    assert other.paused >= 0.05
+
+
+def test_no_job_starts_while_a_window_is_open():
+    gate = gpus.Gate(4)
+    me = gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.open_window(me)
+    late = gpus.RunningJob(FakeCgroup())
+    t = _in_thread(gate.start, late)
+    time.sleep(0.1)
+    assert t.is_alive() and late not in gate.running
+    gate.close_window()
+    t.join(2)
+    assert late in gate.running
+
+
+def test_a_job_that_cannot_be_frozen_is_waited_for():
+    gate = gpus.Gate(4)
+    me, stuck = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup(can=False))
+    frozen = gpus.RunningJob(FakeCgroup())
+    for job in (me, stuck, frozen):
+        gate.start(job)
+    opened = threading.Event()
+    t = _in_thread(lambda: (gate.open_window(me), opened.set()))
+    time.sleep(0.1)
+    assert not opened.is_set()  # the GPU is not this job's while `stuck` runs
+    assert not frozen.cgroup.on  # and the others were let go on to their end
+    gate.end(stuck)
+    time.sleep(0.05)
+    assert not opened.is_set()
+    gate.end(frozen)
+    t.join(2)
+    assert opened.is_set()
+    gate.close_window()
+
+
+def test_a_window_and_a_whole_job_alone_exclude_each_other():
+    gate = gpus.Gate(2)
+    me = gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.open_window(me)
+    got = threading.Event()
+    t = _in_thread(lambda: (gate.acquire_exclusive(), got.set()))
+    time.sleep(0.1)
+    assert not got.is_set()
+    gate.close_window()
+    t.join(2)
+    assert got.is_set()
+    gate.release_exclusive()
+
+
+class FakeWorker:
+    """The worker's end of the pipes, driven by the test."""
+
+    def __init__(self, server: windows.WindowServer) -> None:
+        self.grants, self.asks = server.child_fds
+        self.grants, self.asks = os.dup(self.grants), os.dup(self.asks)
+
+    def say(self, what: bytes, reply: bool = True) -> bytes:
+        os.write(self.asks, what)
+        return os.read(self.grants, 1) if reply else b""
+
+    def leave(self) -> None:
+        os.close(self.grants)
+        os.close(self.asks)
+
+
+def _served(count: int):
+    gate = gpus.Gate(4)
+    me, other = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.start(other)
+    server = windows.WindowServer(gate, me, count)
+    worker = FakeWorker(server)
+    server.start()
+    return gate, other, server, worker
+
+
+def test_the_server_grants_windows_and_no_more_than_its_count():
+    gate, other, server, worker = _served(2)
+    assert worker.say(windows.ASK) == windows.GRANT
+    assert other.cgroup.on
+    worker.say(windows.DONE, reply=False)
+    assert worker.say(windows.ASK) == windows.GRANT
+    worker.say(windows.DONE, reply=False)
+    assert worker.say(windows.ASK) == b""  # a third: the grader has closed its end
+    time.sleep(0.05)
+    assert not other.cgroup.on and not gate.window
+    worker.leave()
+    server.close()
+    assert server.opened == 2
+
+
+def test_a_busy_gpu_makes_the_others_end_first():
+    gate, other, server, worker = _served(1)
+    assert worker.say(windows.ASK) == windows.GRANT
+    os.write(worker.asks, windows.BUSY)
+    time.sleep(0.1)
+    assert not other.cgroup.on  # let go on, to its end
+    gate.end(other)
+    assert os.read(worker.grants, 1) == windows.GRANT
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+    assert server.drained == 1 and not gate.window
+
+
+def test_a_window_held_too_long_is_closed(monkeypatch):
+    monkeypatch.setattr(windows, "WINDOW_SECONDS", 0.2)
+    gate, other, server, worker = _served(3)
+    assert worker.say(windows.ASK) == windows.GRANT
+    time.sleep(0.5)
+    assert not other.cgroup.on and not gate.window
+    worker.say(windows.DONE, reply=False)  # late: the window was closed already
+    assert worker.say(windows.ASK) == windows.GRANT  # the job's next window is served
+    assert other.cgroup.on
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+    assert server.opened == 2 and not gate.window
+
+
+def test_a_worker_that_dies_in_its_window_closes_it():
+    gate, other, server, worker = _served(2)
+    assert worker.say(windows.ASK) == windows.GRANT
+    worker.leave()
+    server.close()  # returns: the server saw the end of its pipe
+    assert not other.cgroup.on and not gate.window
+
+
+def test_the_worker_side_asks_checks_and_says_done(monkeypatch):
+    gate, other, server, worker = _served(2)
+    monkeypatch.setattr(worker_window, "gpu_idle", lambda clock: False)  # busy once
+    monkeypatch.setattr(worker_window, "spin_up", lambda: None)
+    job_window = worker_window.Window([worker.grants, worker.asks], capture())
+    drained = []
+
+    def end_other_soon():
+        time.sleep(0.1)
+        drained.append(other.cgroup.on)
+        gate.end(other)
+
+    t = _in_thread(end_other_soon)
+    with job_window.alone():
+        assert gate.window and server.drained == 1
+    t.join(2)
+    assert drained == [False]
+    time.sleep(0.05)
+    assert not gate.window
+    worker.leave()
+    server.close()
+
+
+def test_no_window_means_the_block_just_runs(monkeypatch):
+    spun = []
+    monkeypatch.setattr(worker_window, "spin_up", lambda: spun.append(1))
+    with worker_window.Window(None, capture()).alone():
+        pass
+    assert spun == [1]
+
+
+def test_a_refused_window_is_an_error_of_the_timed_calls(monkeypatch):
+    gate, other, server, worker = _served(0)  # no window at all
+    monkeypatch.setattr(worker_window, "spin_up", lambda: None)
+    with pytest.raises(worker_window.NoWindow):
+        with worker_window.Window([worker.grants, worker.asks], capture()).alone():
+            pass
+    worker.leave()
+    server.close()
+
+
+def test_time_spent_frozen_does_not_count_against_the_limit():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    job = gpus.RunningJob(None, paused=1.5)
+    assert runner.wait_for(proc, 1.0, job)  # 1.5 s of work, 1 s limit, 1.5 s frozen
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    assert not runner.wait_for(proc, 0.5, gpus.RunningJob(None))
+    proc.kill()
+    proc.wait()
+
+
+def _run(tmp_path, tail: str = "", errors: dict | None = None) -> runner.WorkerRun:
+    out = tmp_path / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in (errors or {}).items():
+        (out / name).write_text(text)
+    return runner.WorkerRun(out, 1, False, tail, None, 1.0)
+
+
+def test_running_out_of_gpu_memory_is_recognised(tmp_path):
+    cupy = "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 4,096 bytes"
+    numba = ("CudaAPIError: [2] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
+    assert runner.out_of_gpu_memory(_run(tmp_path / "a", tail=cupy))
+    assert runner.out_of_gpu_memory(_run(tmp_path / "b", errors={"case-3.err": numba}))
+    assert not runner.out_of_gpu_memory(_run(tmp_path / "c", tail="MemoryError",
+                                              errors={"case-0.err": "IndexError"}))
+    linked = _run(tmp_path / "d")
+    (tmp_path / "d" / "elsewhere.txt").write_text(cupy)
+    (linked.outdir / "case-0.err").symlink_to(tmp_path / "d" / "elsewhere.txt")
+    assert not runner.out_of_gpu_memory(linked)  # a link is not read
+
+
+def test_a_job_out_of_gpu_memory_beside_others_runs_again_alone(tmp_path, monkeypatch):
+    """From its folder as it was before the first run (which may have changed its copy),
+    its paths moved there, with the GPU to itself."""
+    workdir = tmp_path / "gemm-naive"
+    (workdir / "submission").mkdir(parents=True)
+    (workdir / "submission" / "gemm_1_naive.py").write_text("honest = True\n")
+    (workdir / "rank-1").mkdir()
+    (workdir / "rank-1" / "inputs.npz").write_text("read once, then removed")
+    calls, alone = [], []
+
+    def attempt(job, where, *args):
+        calls.append((job, where))
+        if len(calls) == 1:
+            (where / "submission" / "gemm_1_naive.py").write_text("honest = False\n")
+            (where / "rank-1" / "inputs.npz").unlink()
+            return _run(tmp_path / "first", tail="CUDA_ERROR_OUT_OF_MEMORY")
+        return _run(tmp_path / "second")
+
+    monkeypatch.setattr(runner, "_attempt", attempt)
+    monkeypatch.setattr(gpus, "current_gate", lambda: gpus.Gate(4))
+    monkeypatch.setattr(gpus, "exclusive", lambda: _Alone(alone))
+    job = {"kind": "gemm", "submission": str(workdir.resolve() / "submission"),
+           "other": "/elsewhere/submission"}
+    run = runner.run_worker(job, workdir, 10, on_gpu=True)
+    assert run.outdir == tmp_path / "second" / "results"
+    assert len(calls) == 2 and alone == ["in", "out"]
+    job2, where2 = calls[1]
+    assert where2 == workdir.resolve().with_name("gemm-naive-alone")
+    assert job2["submission"] == str(where2 / "submission")
+    assert job2["other"] == "/elsewhere/submission"
+    assert (where2 / "submission" / "gemm_1_naive.py").read_text() == "honest = True\n"
+    assert (where2 / "rank-1" / "inputs.npz").exists()
+    assert not workdir.resolve().with_name("gemm-naive-aside").exists()
+
+
+def test_a_job_out_of_memory_alone_is_not_run_again(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "_attempt", lambda *a: calls.append(a) or _run(
+        tmp_path / "r", tail="Out of memory allocating"))
+    monkeypatch.setattr(gpus, "current_gate", lambda: None)  # the GPU is the job's alone
+    runner.run_worker({"kind": "gemm"}, tmp_path / "w", 10, on_gpu=True)
+    assert len(calls) == 1
+
+
+class _Alone:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("in")
+
+    def __exit__(self, *exc):
+        self.log.append("out")

@@ -1,0 +1,78 @@
+"""The launch recorder against a submission that reaches it (in the simulator, in a fresh
+interpreter: installing the recorder rewrites numba's kernel class)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import KIT_ROOT
+
+SCRIPT = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    import numpy as np
+    from grader.worker import launches, tamper
+    from nnkit.backend import select, to_device
+    from nnkit.submission import load_function
+
+    select()
+    folder = Path(sys.argv[1]).resolve()
+    recorder = launches.Recorder(folder, False)
+    recorder.install()
+    snapshot = tamper.Snapshot()
+    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
+    host = [np.ones((2, 2), np.float32) for _ in range(3)]
+    bufs = [to_device(h) for h in host]
+    recorder.begin(launches.FULL, list(zip(bufs, host)))
+    launch(*bufs, 1.0, 0.0)
+    record = recorder.end()
+    assert record.own_launches == 1
+    recorder.replay(record, {"C": recorder.ref_of(bufs[2])})  # as recorded: fine
+    snapshot.check()
+    # An operation the kit never records, slipped into the record: a host "GEMM"
+    record.ops.append(launches.Gemm(lambda *a, **k: None, *record.ops[0].args[:3], 1.0, 0.0,
+                                    False, False))
+    try:
+        recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
+        print("replayed an injected operation")
+    except launches.ReplayError as err:
+        print("refused:", err)
+    # A method of the recorder, and the kernel class's call, replaced
+    recorder.replay = lambda *a, **k: {}
+    type(launch.__globals__["touch"]).__call__ = lambda *a: None
+    try:
+        snapshot.check()
+        print("tampering not seen")
+    except tamper.Tampered as err:
+        print("tampered:", err)
+''')
+
+MODULE = textwrap.dedent('''
+    from nnkit.backend import cuda
+
+
+    @cuda.jit
+    def touch(A, B, C, alpha, beta):
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            C[i, j] = alpha * A[i, j]
+
+
+    def gemm_naive(A, B, C, alpha, beta):
+        touch[1, (2, 2)](A, B, C, alpha, beta)
+''')
+
+
+def test_the_recorder_refuses_injected_operations_and_its_tampering_is_seen(tmp_path):
+    (tmp_path / "gemm_1_naive.py").write_text(MODULE)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=KIT_ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NNKIT_DEVICE": "sim"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("refused: the record of the call holds an operation"), lines
+    assert lines[1].startswith("tampered:") and "Recorder.replay" in lines[1], lines
+    assert "FakeCUDAKernel.__call__" in lines[1], lines

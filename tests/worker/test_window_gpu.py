@@ -1,0 +1,53 @@
+"""On a GPU: the timed worker's idle probe (grader/worker/window.py) sees a kernel that
+another process launched and that still runs, though that process is stopped (as a job
+frozen for a timing window is), and sees the GPU idle once it is done."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+# One thread that spins on the GPU's clock for `cycles`, launched by a process of its own.
+SPIN = r'''
+import sys
+import cupy
+kernel = cupy.RawKernel(r"""
+extern "C" __global__ void spin(long long cycles, float* out) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    out[0] = 1.0f;
+}""", "spin")
+out = cupy.zeros(1, dtype=cupy.float32)
+kernel((1,), (1,), (cupy.int64(int(sys.argv[1])), out))
+print("launched", flush=True)
+cupy.cuda.runtime.deviceSynchronize()
+'''
+
+
+def test_the_idle_probe_sees_a_stopped_processs_kernel_still_running():
+    from grader.worker.window import gpu_idle
+    from nnkit.backend import select
+    from nnkit.timing import capture
+
+    select()
+    clock = capture()
+    assert gpu_idle(clock)  # nothing else runs yet
+    # About 4 s at the H100's 1.7-2 GHz.
+    proc = subprocess.Popen([sys.executable, "-c", SPIN, str(8 * 10**9)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "launched"
+        os.kill(proc.pid, signal.SIGSTOP)  # as a frozen job: its kernel runs on
+        time.sleep(0.2)
+        assert not gpu_idle(clock)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(60) == 0
+        assert gpu_idle(clock)
+    finally:
+        proc.kill()
+        proc.wait()
