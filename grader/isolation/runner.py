@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -256,6 +257,7 @@ def _run(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, modul
         with open(log_path, "wb") as log, gpus.running(me):
             started = time.time()
             start = time.perf_counter()
+            cpu_before = _children_cpu()
             with _live_lock:
                 if _stopping.is_set():
                     proc = None
@@ -277,13 +279,14 @@ def _run(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, modul
             box.kill(proc)  # also anything the submission left running in the background
             proc.wait()
             seconds = time.perf_counter() - start
+            cpu = _children_cpu() - cpu_before
         results = box.collect(outdir, Path(tempfile.mkdtemp(
             prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
         text = _tail(log_path)
     if os.environ.get(PROFILE):
-        _profile(job, results, entered, started, seconds,
-                 {"paused": round(me.paused, 3),
-                  "windows": [server.opened, server.drained] if server else None})
+        write_profile(job, results, entered, started, seconds, cpu,
+                      {"paused": round(me.paused, 3),
+                       "windows": [server.opened, server.drained] if server else None})
     backend = None
     try:
         status = safe_io.read_json(results / "worker.json", STATUS_BYTES)
@@ -312,24 +315,39 @@ def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> boo
 PROFILE = "GRADER_PROFILE"  # a file: one JSON line per job, where its time went
 
 
-def _profile(job: dict, results: Path, entered: float, started: float,
-             seconds: float, waits: dict) -> None:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def write_profile(job: dict, results: Path, entered: float, started: float,
+                  seconds: float, cpu: float, waits: dict | None = None) -> None:
     """Append where this job's time went (set-up of the sandbox, then the worker's own
     phases.json, then collection) to the file GRADER_PROFILE names. For the grader's
-    developers: the phases are the worker's word, which nothing graded relies on."""
+    developers: the phases are the worker's word, which nothing graded relies on. A phase
+    may carry the worker's CPU seconds at its end too (steps_cpu); `cpu_children` is the
+    CPU time of the processes reaped while this job ran, the job's own only when jobs
+    run one at a time (--jobs 1); `waits` (the time frozen for other jobs' timing
+    windows, the windows it opened) is added as it is."""
     try:
         phases = safe_io.read_json(results / "phases.json", STATUS_BYTES)
     except (OSError, ValueError):
         phases = []
     steps, last = {"sandbox": round(started - entered, 3)}, started
+    steps_cpu, last_cpu = {}, 0.0
     for entry in phases if isinstance(phases, list) else []:
-        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int | float):
+        if isinstance(entry, list) and len(entry) in (2, 3) and all(
+                isinstance(x, int | float) for x in entry[1:]):
             steps[str(entry[0])[:40]] = round(float(entry[1]) - last, 3)
             last = float(entry[1])
+            if len(entry) == 3:
+                steps_cpu[str(entry[0])[:40]] = round(float(entry[2]) - last_cpu, 3)
+                last_cpu = float(entry[2])
     steps["after"] = round(time.time() - last, 3)
     line = {"kind": job.get("kind", "gemm"), "module": job.get("module"),
             "worker_seconds": round(seconds, 3), "total": round(time.time() - entered, 3),
-            "steps": steps, **waits}
+            "cpu_children": round(cpu, 3), "steps": steps, "steps_cpu": steps_cpu,
+            **(waits or {})}
     with _live_lock, open(os.environ[PROFILE], "a") as f:
         f.write(json.dumps(line) + "\n")
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-# Seconds since the epoch at named points of this worker's life (`mark`), written to
-# phases.json at its end: where a job's time goes, for profiling the grader only (the
-# submission can write there too, so nothing graded reads it).
-PHASES: list[tuple[str, float]] = []
+# Seconds since the epoch, and CPU seconds of this process, at named points of this
+# worker's life (`mark`), written to phases.json at its end: where a job's time goes, for
+# profiling the grader only (the submission can write there too, so nothing graded
+# reads it).
+PHASES: list[tuple[str, float, float]] = []
 LIMITS: dict = {}  # the sandbox's limits of this worker, from the job (for messages only)
 ERROR_CHARS = 1800  # the most of one error text the worker writes
 
@@ -40,7 +41,7 @@ def mark(phase: str) -> None:
     """Note that `phase` ended now (see PHASES)."""
     import time
 
-    PHASES.append((phase, time.time()))
+    PHASES.append((phase, time.time(), time.process_time()))
 
 
 def read_inputs(path: Path) -> dict[str, np.ndarray]:

@@ -122,6 +122,10 @@ _in_atomic: set[threading.Thread] = set()
 _alloc_lock = threading.Lock()
 _getitem = np.ndarray.__getitem__
 _setitem = np.ndarray.__setitem__
+# threading.current_thread() without its call: the table it reads (a simulated thread
+# may run on a thread of blocksync's pool, which puts the simulated one there).
+_active = threading._active  # noqa: SLF001
+_get_ident = threading.get_ident
 _INTS = (int, np.integer)
 
 
@@ -261,14 +265,55 @@ class _SharedArray(np.ndarray):
     _shadow: _Shadow | None = None  # None on arrays NumPy derives from it (a + 1, ...)
     _ids: np.ndarray  # each element's position in the allocation, shaped like this view
 
+    # The fast path, inlined (this runs for every element a kernel touches): one element
+    # named by a non-negative Python int per dimension, what kernels nearly always write.
+    # Anything else (slices, rows, NumPy integers, negative indices) goes through
+    # _shared_access.
     def __getitem__(self, idx: Any) -> Any:
         value = _getitem(self, idx)
-        return value if self._shadow is None else _shared_access(self, idx, value, False)
+        shadow = self._shadow
+        if shadow is None:
+            return value
+        if type(idx) is tuple and len(idx) == self.ndim:
+            for i in idx:
+                if type(i) is not int or i < 0:
+                    return _shared_access(self, idx, value, False)
+        elif type(idx) is not int or idx < 0 or self.ndim != 1:
+            return _shared_access(self, idx, value, False)
+        thread = _active.get(_get_ident())
+        if isinstance(thread, _BlockThread):
+            _element_access(shadow, self._ids.item(idx), thread, False)
+        return value
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         _setitem(self, idx, value)
-        if self._shadow is not None:
+        shadow = self._shadow
+        if shadow is None:
+            return
+        if type(idx) is tuple and len(idx) == self.ndim:
+            for i in idx:
+                if type(i) is not int or i < 0:
+                    _shared_access(self, idx, None, True)
+                    return
+        elif type(idx) is not int or idx < 0 or self.ndim != 1:
             _shared_access(self, idx, None, True)
+            return
+        thread = _active.get(_get_ident())
+        if isinstance(thread, _BlockThread):
+            _element_access(shadow, self._ids.item(idx), thread, True)
+
+
+def _element_access(shadow: _Shadow, flat: int, thread: Any, write: bool) -> None:
+    """_shared_access for one element at a known flat position, by a simulated thread."""
+    counter = _counter
+    if counter is not None:
+        counter.shared_access(shadow, flat, shadow.array.itemsize, write)
+    conflict = shadow.access(flat, thread, write, thread in _in_atomic)
+    if conflict is not None:
+        alloc = shadow.array
+        _report(conflict[0], thread, conflict[1], lambda frame: (
+            _label("shared", alloc, alloc, frame),
+            tuple(int(i) for i in np.unravel_index(flat, alloc.shape))))
 
 
 def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> Any:
@@ -309,12 +354,12 @@ class _LocalArray(np.ndarray):
     to its thread, so it cannot race)."""
 
     def __getitem__(self, idx: Any) -> Any:
-        if _has_negative(idx):
+        if (idx < 0 if type(idx) is int else _has_negative(idx)):
             _report_negative("local", self, self, idx)
         return _getitem(self, idx)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        if _has_negative(idx):
+        if (idx < 0 if type(idx) is int else _has_negative(idx)):
             _report_negative("local", self, self, idx)
         _setitem(self, idx, value)
 

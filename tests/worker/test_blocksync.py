@@ -125,3 +125,111 @@ def test_uninstall_restores_the_simulator():
     assert kernel.BlockManager.run is not patched
     assert "blocksync" not in kernel.BlockManager.run.__module__
     assert blocksync.install() and kernel.BlockManager.run is not patched  # a fresh install
+
+
+SEEN: list = []  # (OS thread, the thread as threading sees it, threadIdx.x), per CUDA thread
+
+
+@cuda.jit
+def note_threads(out):
+    import threading
+
+    t = cuda.threadIdx.x
+    SEEN.append((threading.get_ident(), threading.current_thread(), t))
+    out[t] = t
+
+
+@cuda.jit
+def note_threads_at_barrier(out):
+    import threading
+
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    SEEN.append((threading.get_ident(), threading.current_thread(), t))
+    out[t] = t
+
+
+def test_a_kernel_without_barriers_runs_its_threads_in_order_on_one_os_thread():
+    SEEN.clear()
+    out = to_device(np.zeros(N, np.float32))
+    note_threads[2, N](out)
+    assert [t for _, _, t in SEEN] == list(range(N)) * 2
+    assert len({os_thread for os_thread, _, _ in SEEN}) == 1
+    # threading.current_thread() is the simulated thread, as when it had a thread of its own
+    assert all(type(th).__name__ == "BlockThread" and th.threadIdx.x == t for _, th, t in SEEN)
+    assert np.array_equal(to_host(out), np.arange(N, dtype=np.float32))
+
+
+def test_threads_that_wait_at_a_barrier_each_hold_an_os_thread_kept_for_the_next_block():
+    import threading
+
+    SEEN.clear()
+    out = to_device(np.zeros(N, np.float32))
+    note_threads_at_barrier[1, N](out)
+    assert len({os_thread for os_thread, _, _ in SEEN}) == N
+    before = threading.active_count()
+    note_threads_at_barrier[3, N](out)  # the pool's threads again, none started
+    assert threading.active_count() == before
+    assert sorted(t for _, _, t in SEEN) == sorted(list(range(N)) * 4)
+
+
+@cuda.jit
+def exits_in_one_thread(out):
+    t = cuda.threadIdx.x
+    if t == 3:
+        raise SystemExit(0)  # ends its thread only, as in a thread of its own
+    out[t] = 1.0
+
+
+# pytest's thread excepthook reports the SystemExit the default one would ignore
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_thread_ending_by_system_exit_stops_neither_the_block_nor_the_pool():
+    out = to_device(np.zeros(N, np.float32))
+    exits_in_one_thread[1, N](out)
+    got = to_host(out)
+    assert got[3] == 0 and np.delete(got, 3).all()
+    block_sum[1, N](to_device(np.ones(N, np.float32)), out)  # the pool still works
+    assert to_host(out)[0] == N
+
+
+WIDE = 256  # more threads than the earlier tests left in the pool
+
+
+@cuda.jit
+def wide_barrier(out):
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    out[t] = t
+
+
+def test_a_block_that_cannot_get_its_threads_fails_instead_of_hanging(monkeypatch):
+    import threading
+
+    started = []  # pool threads started during the test
+    start = threading.Thread.start
+
+    def limited_start(thread):
+        if thread.name == "blocksync-pool":
+            if len(started) >= 40:  # the job's thread limit, say
+                raise RuntimeError("can't start new thread")
+            started.append(thread)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", limited_start)
+    out = to_device(np.zeros(WIDE, np.float32))
+    raised = []
+
+    def launch():
+        try:
+            wide_barrier[1, WIDE](out)
+        except RuntimeError as err:
+            raised.append(str(err))
+
+    launcher = threading.Thread(target=launch, daemon=True)
+    start(launcher)
+    launcher.join(timeout=120)
+    assert not launcher.is_alive(), "the block hung"
+    assert raised and "can't start new thread" in raised[0]
+    monkeypatch.undo()
+    wide_barrier[1, WIDE](out)  # with threads to be had, the pool works again
+    assert np.array_equal(to_host(out), np.arange(WIDE, dtype=np.float32))
