@@ -218,14 +218,14 @@ class Audited:
             if again is None or again.shape != value.shape:
                 missing += 1
                 continue
-            worst = max(worst, _replay_difference(value, again, before.get(id(outputs[k]))))
+            worst = max(worst, replay_difference(value, again, before.get(id(outputs[k]))))
         self.audits.append({"function": self.name, "call": number, "outputs": len(got),
                             "missing": missing, "worst_relative_difference": worst,
                             "own_launches": record.own_launches})
         return result
 
 
-def _replay_difference(value: np.ndarray, again: np.ndarray, before: np.ndarray | None
+def replay_difference(value: np.ndarray, again: np.ndarray, before: np.ndarray | None
                        ) -> float:
     """The largest difference between a call's output and its replay, relative to the
     output's largest magnitude or, for an array the call changed in place (sgd_step's
@@ -261,7 +261,7 @@ TRAINING_CALLS = ("forward", "backward", "sgd_step")
 
 
 def audit_record(wrapped: dict[str, Audited], audits: list) -> dict:
-    """What the grader reads of a training's audit (grader/parts/net.py's _audit_problem)."""
+    """What the grader reads of a training's audit (grader/checks/net_training.py)."""
     return {"audits": audits, "calls": {k: w.calls for k, w in wrapped.items()},
             "silent": {k: w.silent for k, w in wrapped.items()},
             "launches": {k: {str(n): c for n, c in sorted(w.launches.items())}
