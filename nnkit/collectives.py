@@ -645,14 +645,17 @@ def mpiexec_command(ranks: int, mpiexec: str | None = None) -> list[str]:
 # MPICH's ranks spin while they wait for a message. With these settings a waiting rank
 # soon sleeps instead (a little latency per message): on a machine with fewer cores than
 # ranks, or a small virtual machine, the spinning ranks otherwise slow the working ones.
-MPICH_YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "MPIR_CVAR_POLLS_BEFORE_YIELD": "10"}
+MPICH_YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "MPIR_CVAR_POLLS_BEFORE_YIELD": "10",
+               # Open MPI's ranks spin too; this one makes an idle rank yield its core.
+               "OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
 def rank_environment(base: dict[str, str] | None = None, polite: bool = False) -> dict[str, str]:
     """The environment for a fresh MPI job started from this process: without the
     variables of an MPI job we may be running in (a nested mpiexec would otherwise try to
     join it), and one BLAS thread per rank so that ranks, not threads, share the cores.
-    polite: MPICH's waiting ranks yield their core (MPICH_YIELD, unless already set)."""
+    polite: waiting ranks yield their core, under MPICH or Open MPI (MPICH_YIELD,
+    unless already set)."""
     env = dict(os.environ if base is None else base)
     for key in list(env):
         if key.startswith(("PMI_", "PMIX_", "HYDRA_", "MPI_LOCAL", "OMPI_COMM_WORLD_")):

@@ -125,6 +125,14 @@ class _Pool:
 
 _pool = _Pool()
 
+
+def hand_over(block: Any) -> None:
+    """A CUDA thread of `block` is about to wait for others of its block elsewhere than at
+    the barrier (a warp exchange, grader/worker/warps.py): its pool thread waits with it,
+    so another pool thread runs the block's threads not started yet."""
+    if block.queue:
+        _pool.dispatch(block)
+
 # (class, attribute, the simulator's own function) for uninstall(), once installed.
 _originals: list[tuple[type, str, Any]] = []
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from grader.worker import blocksync
+
 WARP = 32
 FULL = 0xFFFFFFFF
 POLL = 0.05  # seconds between checks for an aborted block while waiting at an exchange
@@ -73,6 +75,10 @@ def _meet(mask: int, value: Any) -> dict[int, Any]:
         generation = point.generation
         point.posted[thread.thread_id % WARP] = value
         point.complete_if_all_posted()
+        waits = point.generation == generation
+    if waits:  # the lanes not started yet need a pool thread of their own (blocksync)
+        blocksync.hand_over(thread._manager._blocksync)
+    with point.cond:
         while point.generation == generation:
             if thread.abort:
                 raise RuntimeError("abort flag set at a warp intrinsic")
