@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from nnkit.backend import select, synchronize
 
 
@@ -132,7 +134,9 @@ def spin_up(seconds: float = 0.3) -> None:
     import cupy
 
     clock = capture()
-    x = cupy.ones((2048, 2048), dtype=cupy.float32)
+    # Copied from the host: cupy.ones would compile a fill kernel (NVRTC, ~1 s in a fresh
+    # process), inside a timing window where every other job waits.
+    x = cupy.asarray(np.ones((2048, 2048), dtype=np.float32))
     end = clock.now() + seconds
     while clock.now() < end:
         x @ x

@@ -223,6 +223,8 @@ def _attempt(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, m
                       "file_mb": settings.file_mb}}
     if not on_gpu and settings.thread_stack_kb:
         job["thread_stack_kb"] = settings.thread_stack_kb
+    if os.environ.get(CPROFILE):
+        job["cprofile"] = True
     if inputs:
         np.savez(workdir / "inputs.npz", **inputs)
         job["inputs"] = "inputs.npz"
@@ -313,6 +315,10 @@ def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> boo
 
 
 PROFILE = "GRADER_PROFILE"  # a file: one JSON line per job, where its time went
+# Set too (any value): each worker runs under cProfile, and its 40 costliest functions are
+# appended to GRADER_PROFILE's file + ".cprofile.txt" (slower; for finding the cost).
+CPROFILE = "GRADER_CPROFILE"
+CPROFILE_BYTES = 64_000
 
 
 def _children_cpu() -> float:
@@ -350,6 +356,15 @@ def write_profile(job: dict, results: Path, entered: float, started: float,
             **(waits or {})}
     with _live_lock, open(os.environ[PROFILE], "a") as f:
         f.write(json.dumps(line) + "\n")
+    if os.environ.get(CPROFILE):
+        try:
+            with open(results / "cprofile.txt", "rb") as f:
+                text = safe_io.clean_text(f.read(CPROFILE_BYTES).decode(errors="replace"))
+        except OSError:
+            return
+        with _live_lock, open(os.environ[PROFILE] + ".cprofile.txt", "a") as f:
+            f.write(f"=== {line['kind']} {line['module'] or ''} total {line['total']} s\n"
+                    f"{text}\n")
 
 
 def _tail(path: Path) -> str:

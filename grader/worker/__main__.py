@@ -27,7 +27,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from grader.worker import CUBLAS, gemm, net  # noqa: E402
-from grader.worker.common import LIMITS, PHASES, Context, confine, mark, read_inputs  # noqa: E402
+from grader.worker.common import LIMITS, PHASES, Context, Profiled, confine, mark, read_inputs  # noqa: E402
 
 
 def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
@@ -92,14 +92,15 @@ def main(argv: list[str]) -> int:
     ctx = set_up(job, job_file)
     mark("set-up")
     kind = job.get("kind", "gemm")
-    if kind == "gemm":
-        gemm.run(ctx)
-    elif kind in ("net_units", "net_train"):
-        (net.run_units if kind == "net_units" else net.run_training)(ctx)
-    elif kind == "net_speed":
-        net.run_speed(ctx)
-    else:
-        raise ValueError(f"unknown job kind {kind!r}")
+    with Profiled(job, ctx.out):
+        if kind == "gemm":
+            gemm.run(ctx)
+        elif kind in ("net_units", "net_train"):
+            (net.run_units if kind == "net_units" else net.run_training)(ctx)
+        elif kind == "net_speed":
+            net.run_speed(ctx)
+        else:
+            raise ValueError(f"unknown job kind {kind!r}")
     mark("end")
     (ctx.out / "phases.json").write_text(json.dumps(PHASES))
     (ctx.out / "done").write_text("")

@@ -37,6 +37,36 @@ class Context:
     extra: dict = field(default_factory=dict)
 
 
+class Profiled:
+    """With the job's `cprofile` (GRADER_CPROFILE, grader/isolation/runner.py): the block
+    runs under cProfile and its costliest functions go to `out`/cprofile.txt. For the
+    grader's developers only, as phases.json."""
+
+    def __init__(self, job: dict, out: Path):
+        self.on, self.out = bool(job.get("cprofile")), out
+
+    def __enter__(self) -> Profiled:
+        if self.on:
+            import cProfile
+
+            self.profile = cProfile.Profile()
+            self.profile.enable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.on:
+            return
+        import io
+        import pstats
+
+        self.profile.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(self.profile, stream=text)
+        stats.sort_stats("cumulative").print_stats(40)
+        stats.sort_stats("tottime").print_stats(20)
+        (self.out / "cprofile.txt").write_text(text.getvalue())
+
+
 def mark(phase: str) -> None:
     """Note that `phase` ended now (see PHASES)."""
     import time

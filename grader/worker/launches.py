@@ -210,7 +210,12 @@ class Memory:
             alloc.base)).copy()
 
     def constant(self, snap: Any, itemsize: int) -> bool:
-        """Are all elements of the snapshot equal (bit for bit)?"""
+        """Are all elements of the snapshot equal (bit for bit)? Compared on the host: on
+        the GPU, CuPy's comparison and reduction kernels are compiled by NVRTC in every
+        worker (~1 s each, ~10 s a job; its kernel cache lives in the job's own home),
+        while copying a call's temporaries out takes milliseconds."""
+        if not isinstance(snap, np.ndarray):
+            snap = snap.get()
         n = int(snap.size)
         if n == 0:
             return True

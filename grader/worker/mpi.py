@@ -42,7 +42,17 @@ from typing import Any
 
 import numpy as np
 
-from grader.worker.common import LIMITS, confine, describe_error, read_inputs
+from grader.worker.common import (
+    LIMITS,
+    PHASES,
+    Profiled,
+    confine,
+    describe_error,
+    mark,
+    read_inputs,
+)
+
+_STARTED = time.time(), time.process_time()  # for phases.json (GRADER_PROFILE)
 
 RANKS_NOTE = "the grader runs them on communicators of 1 to 4 ranks carved out of a larger job"
 
@@ -210,10 +220,12 @@ def run_combined(n: int, case: dict, comm: Any, submission: Path,
     audits: list[dict] = []
     full = {int(x) for x in case.get("audit_calls", [])}
     counted = audited_functions(engine, recorder, full, audits, labels_arg=3)
+    mark(f"case-{n}-engine")
     if case["ranks"] == 1:
         _train_alone(engine, data, config)
     else:
         train_mpi(comm, engine, data, config, folder_functions(submission))
+    mark(f"case-{n}-training")
     return {**engine.host_params().named(),
             "calls": np.array([counted[k].calls for k in NETWORK_CALLS], np.int64),
             "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64),
@@ -294,21 +306,11 @@ def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray],
     return submission, inputs, confine(submission, Path(job["outdir"]), [scratch]), recorder
 
 
-def main(argv: list[str]) -> int:
-    from mpi4py import MPI
-
-    world = MPI.COMM_WORLD
+def _run_cases(job: dict, world: Any, MPI: Any, out: Path, run: Any, submission: Path,
+               inputs: dict[str, np.ndarray], snapshot: Any) -> None:
+    """Every case of the job in order, on communicators of its first ranks (the module's
+    text); a rank that fails writes its error and stops the whole job."""
     rank = world.Get_rank()
-    job_file = Path(argv[1])
-    job = json.loads(job_file.read_text())
-    LIMITS.update(job.get("limits", {}))
-    out, run = Path(job["outdir"]), RUN[job["kind"]]  # taken before the submission runs
-    submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
-    if recorder is not None:
-        run = functools.partial(run, recorder=recorder)
-    _wait_for_all(world)  # every rank has read the job and its inputs
-    if rank == 0:
-        job_file.unlink(missing_ok=True)
     for n, case in enumerate(job["cases"]):
         if rank == 0:
             (out / f"case-{n}.started").write_text("")
@@ -330,11 +332,37 @@ def main(argv: list[str]) -> int:
                 world.Abort(3)
             comm.Free()
         _wait_for_all(world)
+        mark(f"case-{n}")
+
+
+def main(argv: list[str]) -> int:
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    job_file = Path(argv[1])
+    job = json.loads(job_file.read_text())
+    LIMITS.update(job.get("limits", {}))
+    out, run = Path(job["outdir"]), RUN[job["kind"]]  # taken before the submission runs
+    PHASES.append(("start", *_STARTED))
+    mark("mpi")
+    submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
+    mark("set-up")
+    if recorder is not None:
+        run = functools.partial(run, recorder=recorder)
+    _wait_for_all(world)  # every rank has read the job and its inputs
+    if rank == 0:
+        job_file.unlink(missing_ok=True)
+    with Profiled(job if rank == 0 else {}, out):
+        _run_cases(job, world, MPI, out, run, submission, inputs, snapshot)
     try:
         snapshot.check()
     except BaseException as err:  # noqa: BLE001 - tampering after the last result
         (out / f"rank-{rank}.err").write_text(describe_error(err, submission))
         world.Abort(3)
+    if rank == 0:  # where the time went, for profiling only (nothing graded reads it)
+        mark("end")
+        (out / "phases.json").write_text(json.dumps(PHASES))
     (out / f"rank-{rank}.done").write_text("")
     return 0
 

@@ -180,7 +180,8 @@ def test_a_worker_that_dies_in_its_window_closes_it():
 
 def test_the_worker_side_asks_checks_and_says_done(monkeypatch):
     gate, other, server, worker = _served(2)
-    monkeypatch.setattr(worker_window, "gpu_idle", lambda clock: False)  # busy once
+    monkeypatch.setattr(worker_window, "probe_array", lambda: None)
+    monkeypatch.setattr(worker_window, "gpu_idle", lambda clock, x: False)  # busy once
     monkeypatch.setattr(worker_window, "spin_up", lambda: None)
     job_window = worker_window.Window([worker.grants, worker.asks], capture())
     drained = []
@@ -212,6 +213,7 @@ def test_no_window_means_the_block_just_runs(monkeypatch):
 def test_a_refused_window_is_an_error_of_the_timed_calls(monkeypatch):
     gate, other, server, worker = _served(0)  # no window at all
     monkeypatch.setattr(worker_window, "spin_up", lambda: None)
+    monkeypatch.setattr(worker_window, "probe_array", lambda: None)
     with pytest.raises(worker_window.NoWindow):
         with worker_window.Window([worker.grants, worker.asks], capture()).alone():
             pass

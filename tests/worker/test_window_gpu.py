@@ -30,13 +30,14 @@ cupy.cuda.runtime.deviceSynchronize()
 
 
 def test_the_idle_probe_sees_a_stopped_processs_kernel_still_running():
-    from grader.worker.window import gpu_idle
+    from grader.worker.window import gpu_idle, probe_array
     from nnkit.backend import select
     from nnkit.timing import capture
 
     select()
     clock = capture()
-    assert gpu_idle(clock)  # nothing else runs yet
+    x = probe_array()
+    assert gpu_idle(clock, x)  # nothing else runs yet
     # About 4 s at the H100's 1.7-2 GHz.
     proc = subprocess.Popen([sys.executable, "-c", SPIN, str(8 * 10**9)],
                             stdout=subprocess.PIPE, text=True)
@@ -44,10 +45,10 @@ def test_the_idle_probe_sees_a_stopped_processs_kernel_still_running():
         assert proc.stdout.readline().strip() == "launched"
         os.kill(proc.pid, signal.SIGSTOP)  # as a frozen job: its kernel runs on
         time.sleep(0.2)
-        assert not gpu_idle(clock)
+        assert not gpu_idle(clock, x)
         os.kill(proc.pid, signal.SIGCONT)
         assert proc.wait(60) == 0
-        assert gpu_idle(clock)
+        assert gpu_idle(clock, x)
     finally:
         proc.kill()
         proc.wait()
