@@ -31,3 +31,19 @@ def test_profile_lines_give_each_phase_its_seconds_and_cpu(tmp_path, monkeypatch
     assert line["steps"]["start"] == 1.0 and line["steps"]["imports"] == 0.5
     assert line["steps"]["old-style"] == 0.5  # a phase without CPU keeps its wall time
     assert line["steps_cpu"] == {"start": 0.25, "imports": 0.25}
+
+
+def test_a_profiled_block_leaves_its_costliest_functions_for_the_runner(tmp_path, monkeypatch):
+    def busy():
+        return sum(range(300_000))
+
+    with common.Profiled({"cprofile": True}, tmp_path):
+        busy()
+    with common.Profiled({}, tmp_path / "missing"):  # off: nothing written, no folder needed
+        busy()
+    assert "busy" in (tmp_path / "cprofile.txt").read_text()
+    monkeypatch.setenv(runner.PROFILE, str(tmp_path / "profile.jsonl"))
+    monkeypatch.setenv(runner.CPROFILE, "1")
+    runner.write_profile({"kind": "net_units"}, tmp_path, time.time(), time.time(), 1.0, 1.0)
+    text = (tmp_path / "profile.jsonl.cprofile.txt").read_text()
+    assert text.startswith("=== net_units") and "busy" in text
