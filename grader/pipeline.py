@@ -204,10 +204,12 @@ def write_feedback(results: list[dict], out: Path) -> None:
     """Per-submission feedback (Markdown, HTML, plots) and Gradescope results of these
     reports (dicts as report.Gradebook writes them); a failure here never costs the
     grades already written."""
-    from grader.reports import feedback, gradescope
-
     for result in results:
         try:
+            # Imported here, inside the guard: a library the reports need (matplotlib,
+            # Jinja2) missing from the grading machine costs the reports, not the grades.
+            from grader.reports import feedback, gradescope
+
             feedback.write_feedback(result, out / "feedback")
             gradescope.write_gradescope(result, out / "gradescope" / f"{result['id']}.json")
         except Exception as err:  # noqa: BLE001 - the grades matter more than the reports

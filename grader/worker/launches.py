@@ -75,7 +75,7 @@ class Allocation:
     space: str  # "device" (CuPy / numba on a GPU), "sim" (simulated device), "host"
     keep: Any  # an object keeping the memory alive while the recorder holds it
     kit: bool  # holds one of the kit's inputs (restored from `fills`)
-    pristine: Any = None  # a temporary's initial bytes when they were all equal, else None
+    pristine: Any = None  # a temporary's initial bytes if they may be restored (pristine())
     itemsize: int = 4
     fills: list = field(default_factory=list)  # (ArrayRef, host array) of the kit's inputs
 
@@ -209,20 +209,25 @@ class Memory:
         return np.ctypeslib.as_array((ctypes.c_uint8 * alloc.nbytes).from_address(
             alloc.base)).copy()
 
-    def constant(self, snap: Any, itemsize: int) -> bool:
-        """Are all elements of the snapshot equal (bit for bit)? Compared on the host: on
-        the GPU, CuPy's comparison and reduction kernels are compiled by NVRTC in every
-        worker (~1 s each, ~10 s a job; its kernel cache lives in the job's own home),
-        while copying a call's temporaries out takes milliseconds."""
-        if not isinstance(snap, np.ndarray):
-            snap = snap.get()
-        n = int(snap.size)
-        if n == 0:
-            return True
-        if itemsize < 1 or n % itemsize:
+    def pristine(self, snap: Any, start: int, size: int, itemsize: int) -> np.ndarray | None:
+        """What a replay may restore of memory the call found (a snapshot of a whole
+        allocation): the bytes [start, start + size) of the view that first showed it, if
+        its elements are all equal (bit for bit: a constant carries no data prepared
+        outside the call), zeros elsewhere; None if they are not. Only the view's bytes:
+        CuPy's pool rounds allocations up to 512 bytes, and the tail of a vector of ones
+        kept between calls holds whatever was there before. Compared on the host: on the
+        GPU, CuPy's comparison and reduction kernels are compiled by NVRTC in every worker
+        (~1 s each), while copying a call's temporaries out takes milliseconds."""
+        host = snap if isinstance(snap, np.ndarray) else snap.get()
+        view = host[start:start + size]
+        if itemsize < 1 or view.size % itemsize:
             itemsize = 1
-        rows = snap.reshape(-1, itemsize)
-        return bool((rows == rows[0]).all())
+        rows = view.reshape(-1, itemsize)
+        if rows.size and not (rows == rows[0]).all():
+            return None
+        out = np.zeros_like(host)
+        out[start:start + size] = view
+        return out
 
     def fresh(self, alloc: Allocation, instead: dict[int, np.ndarray] | None = None) -> Any:
         """New memory of the allocation's size, as the call found it: the kit's inputs
@@ -469,8 +474,9 @@ class Recorder:
                                   else self.memory.extent(value, described))
             alloc = Allocation(base, nbytes, space, keep, kit, itemsize=dtype.itemsize)
             if not kit:
-                snap = self.memory.snapshot(alloc)
-                alloc.pristine = snap if self.memory.constant(snap, alloc.itemsize) else None
+                first, size, _ = self.memory.span(value, described)
+                alloc.pristine = self.memory.pristine(self.memory.snapshot(alloc),
+                                                      first - base, size, alloc.itemsize)
             self.record.allocations.append(alloc)
             found = len(self.record.allocations) - 1
         if kit:

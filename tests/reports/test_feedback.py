@@ -362,3 +362,18 @@ def test_feedback_and_summary_render_in_headless_chromium(gpu_result, sim_result
     assert reddish.mean() > 0.001
     bar_green = np.abs(shot - np.array([0x4c, 0x9a, 0x2a]) / 255).max(axis=2) < 0.05
     assert bar_green.sum() > 200
+
+
+def test_a_reporting_library_missing_costs_the_reports_not_the_run(gpu_result, tmp_path,
+                                                                    monkeypatch, capsys):
+    import sys
+
+    import grader.reports
+    from grader import pipeline
+
+    # As if it could not be imported (a library it needs missing)
+    monkeypatch.setitem(sys.modules, "grader.reports.feedback", None)
+    monkeypatch.delattr(grader.reports, "feedback", raising=False)
+    pipeline.write_feedback([gpu_result], tmp_path)  # returns: the class goes on
+    assert "could not write the feedback" in capsys.readouterr().err
+    assert not (tmp_path / "feedback").exists()

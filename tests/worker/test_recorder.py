@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
+
 from tests.conftest import KIT_ROOT
 
 SCRIPT = textwrap.dedent('''
@@ -76,3 +78,73 @@ def test_the_recorder_refuses_injected_operations_and_its_tampering_is_seen(tmp_
     assert lines[0].startswith("refused: the record of the call holds an operation"), lines
     assert lines[1].startswith("tampered:") and "Recorder.replay" in lines[1], lines
     assert "FakeCUDAKernel.__call__" in lines[1], lines
+
+
+def test_a_replay_restores_a_constant_view_of_memory_kept_between_calls():
+    """A vector of ones kept between calls may lie in a larger allocation whose other
+    bytes hold anything (CuPy's pool rounds allocations up to 512 bytes): only the bytes
+    of the view the call uses must be equal for the replay to restore them, and nothing
+    else of that memory is restored."""
+    from grader.worker.launches import Memory
+
+    memory = Memory(False)
+    snap = np.concatenate([np.ones(4, np.float32), np.arange(60, dtype=np.float32)]
+                          ).view(np.uint8)
+    restored = memory.pristine(snap, 0, 16, 4)
+    assert restored is not None and restored.size == snap.size
+    assert (restored[:16] == snap[:16]).all() and not restored[16:].any()
+    assert memory.pristine(snap, 16, 16, 4) is None  # 0, 1, 2, 3: data, not a constant
+
+
+KEPT_ONES = textwrap.dedent('''
+    import numpy as np
+    from nnkit.backend import cuda, to_device
+
+    _kept = {}
+
+
+    @cuda.jit
+    def scale_rows(A, ones, C):
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            C[i, j] = A[i, j] * ones[i]
+
+
+    def gemm_naive(A, B, C, alpha, beta):
+        if "ones" not in _kept:  # the rest of the buffer holds other data
+            _kept["ones"] = to_device(np.concatenate(
+                [np.ones(C.shape[0], np.float32), np.full(100, 7.0, np.float32)]))
+        scale_rows[1, (2, 2)](A, _kept["ones"][:C.shape[0]], C)
+''')
+
+KEPT_SCRIPT = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    import numpy as np
+    from grader.worker import launches
+    from nnkit.backend import select, to_device, to_host
+    from nnkit.submission import load_function
+
+    select()
+    folder = Path(sys.argv[1]).resolve()
+    recorder = launches.Recorder(folder, False)
+    recorder.install()
+    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
+    host = [np.full((2, 2), 3.0, np.float32) for _ in range(3)]
+    bufs = [to_device(h) for h in host]
+    launch(*bufs, 1.0, 0.0)  # the first call keeps its vector of ones
+    recorder.begin(launches.FULL, list(zip(bufs, host)))
+    launch(*bufs, 1.0, 0.0)
+    record = recorder.end()
+    again = recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
+    print(float(np.abs(again["C"] - to_host(bufs[2])).max()))
+''')
+
+
+def test_a_call_using_a_vector_kept_from_an_earlier_call_replays_exactly(tmp_path):
+    (tmp_path / "gemm_1_naive.py").write_text(KEPT_ONES)
+    done = subprocess.run([sys.executable, "-c", KEPT_SCRIPT, str(tmp_path)], cwd=KIT_ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NNKIT_DEVICE": "sim"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "0.0", done.stdout
