@@ -68,13 +68,19 @@ MODULE = textwrap.dedent('''
 ''')
 
 
-def test_the_recorder_refuses_injected_operations_and_its_tampering_is_seen(tmp_path):
-    (tmp_path / "gemm_1_naive.py").write_text(MODULE)
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=KIT_ROOT,
+def _run(script: str, module: str, folder) -> str:
+    """The script's output, run in a fresh simulator interpreter on `module` as the
+    submission's gemm_1_naive.py."""
+    (folder / "gemm_1_naive.py").write_text(module)
+    done = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=KIT_ROOT,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "NNKIT_DEVICE": "sim"})
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.strip().splitlines()
+    return done.stdout.strip()
+
+
+def test_the_recorder_refuses_injected_operations_and_its_tampering_is_seen(tmp_path):
+    lines = _run(SCRIPT, MODULE, tmp_path).splitlines()
     assert lines[0].startswith("refused: the record of the call holds an operation"), lines
     assert lines[1].startswith("tampered:") and "Recorder.replay" in lines[1], lines
     assert "FakeCUDAKernel.__call__" in lines[1], lines
@@ -142,9 +148,4 @@ KEPT_SCRIPT = textwrap.dedent('''
 
 
 def test_a_call_using_a_vector_kept_from_an_earlier_call_replays_exactly(tmp_path):
-    (tmp_path / "gemm_1_naive.py").write_text(KEPT_ONES)
-    done = subprocess.run([sys.executable, "-c", KEPT_SCRIPT, str(tmp_path)], cwd=KIT_ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NNKIT_DEVICE": "sim"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "0.0", done.stdout
+    assert _run(KEPT_SCRIPT, KEPT_ONES, tmp_path) == "0.0"  # the largest difference
