@@ -205,17 +205,24 @@ def write_feedback(results: list[dict], out: Path) -> None:
     reports (dicts as report.Gradebook writes them); a failure here never costs the
     grades already written."""
     for result in results:
-        try:
-            # Imported here, inside the guard: a library the reports need (matplotlib,
-            # Jinja2) missing from the grading machine costs the reports, not the grades.
-            from grader.reports import feedback, gradescope
+        # Gradescope's file first (it carries the grades), each in its own guard with its
+        # own import: a library the feedback needs (matplotlib, Jinja2) missing from the
+        # grading machine costs the feedback, not the grades.
+        for what in ("Gradescope results", "feedback"):
+            try:
+                if what == "feedback":
+                    from grader.reports import feedback
 
-            feedback.write_feedback(result, out / "feedback")
-            gradescope.write_gradescope(result, out / "gradescope" / f"{result['id']}.json")
-        except Exception as err:  # noqa: BLE001 - the grades matter more than the reports
-            print(f"grader: could not write the feedback of "
-                  f"{report.display_name(result.get('name'))} ({type(err).__name__}: "
-                  f"{safe_io.clean_text(err, 300)})", file=sys.stderr)
+                    feedback.write_feedback(result, out / "feedback")
+                else:
+                    from grader.reports import gradescope
+
+                    gradescope.write_gradescope(result,
+                                                out / "gradescope" / f"{result['id']}.json")
+            except Exception as err:  # noqa: BLE001 - the grades matter more than reports
+                print(f"grader: could not write the {what} of "
+                      f"{report.display_name(result.get('name'))} ({type(err).__name__}: "
+                      f"{safe_io.clean_text(err, 300)})", file=sys.stderr)
 
 
 def write_class_reports(book: report.Gradebook, rebuild_all: bool = False) -> None:

@@ -27,7 +27,16 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from grader.worker import CUBLAS, gemm, net  # noqa: E402
-from grader.worker.common import LIMITS, PHASES, Context, Profiled, confine, mark, read_inputs  # noqa: E402
+from grader.worker.common import (  # noqa: E402
+    LIMITS,
+    PHASES,
+    Context,
+    Profiled,
+    confine,
+    mark,
+    read_inputs,
+    write_phases,
+)
 
 
 def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
@@ -102,7 +111,7 @@ def main(argv: list[str]) -> int:
         else:
             raise ValueError(f"unknown job kind {kind!r}")
     mark("end")
-    (ctx.out / "phases.json").write_text(json.dumps(PHASES))
+    write_phases(ctx.out)
     (ctx.out / "done").write_text("")
     return 0
 

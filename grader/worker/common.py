@@ -67,6 +67,17 @@ class Profiled:
         (self.out / "cprofile.txt").write_text(text.getvalue())
 
 
+def write_phases(out: Path) -> None:
+    """PHASES to out/phases.json; never fatal (the submission can reach PHASES, and
+    nothing graded reads the file)."""
+    import json
+
+    try:
+        (out / "phases.json").write_text(json.dumps(PHASES))
+    except Exception:  # noqa: BLE001, S110 - a profiling aid only
+        pass
+
+
 def mark(phase: str) -> None:
     """Note that `phase` ended now (see PHASES)."""
     import time

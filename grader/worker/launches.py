@@ -209,25 +209,49 @@ class Memory:
         return np.ctypeslib.as_array((ctypes.c_uint8 * alloc.nbytes).from_address(
             alloc.base)).copy()
 
-    def pristine(self, snap: Any, start: int, size: int, itemsize: int) -> np.ndarray | None:
-        """What a replay may restore of memory the call found (a snapshot of a whole
-        allocation): the bytes [start, start + size) of the view that first showed it, if
-        its elements are all equal (bit for bit: a constant carries no data prepared
-        outside the call), zeros elsewhere; None if they are not. Only the view's bytes:
-        CuPy's pool rounds allocations up to 512 bytes, and the tail of a vector of ones
-        kept between calls holds whatever was there before. Compared on the host: on the
-        GPU, CuPy's comparison and reduction kernels are compiled by NVRTC in every worker
-        (~1 s each), while copying a call's temporaries out takes milliseconds."""
+    def owner(self, value: Any, described: tuple) -> tuple[int, int]:
+        """(first address, bytes) of the array owning the memory `value` views, as the
+        program asked for it (CuPy's pool rounds allocations up to 512 bytes); the view's
+        own span where that array is unknown or not contiguous."""
+        space = described[4]
+        root: Any = None
+        if space in ("sim", "host"):
+            root = _root(value._ary if space == "sim" else value)
+            address = root.__array_interface__["data"][0]
+        elif self.on_gpu and isinstance(value, self.cupy.ndarray):
+            root = value
+            while isinstance(root.base, self.cupy.ndarray):
+                root = root.base
+            address = int(root.data.ptr)
+        if root is not None and (root.flags.c_contiguous or root.flags.f_contiguous):
+            return address, int(root.nbytes)
+        first, size, _ = self.span(value, described)
+        return first, size
+
+    def pristine(self, snap: Any, regions: list[tuple[int, int]], dtype: np.dtype
+                 ) -> np.ndarray | None:
+        """What a replay may restore of memory the call found (`snap`, a snapshot of the
+        whole allocation): the bytes of the first of `regions` ((offset, bytes): the array
+        owning the memory, then the view that first showed it) whose elements are all
+        equal, bit for bit (a constant carries no data prepared outside the call), zeros
+        elsewhere; None if no region is constant. Elements are the view's when it is
+        numeric, else bytes (a structured dtype one element long would let any bytes
+        through). Compared on the host: on the GPU, CuPy's comparison and reduction
+        kernels are compiled by NVRTC in every worker (~1 s each), while copying a call's
+        temporaries out takes milliseconds."""
         host = snap if isinstance(snap, np.ndarray) else snap.get()
-        view = host[start:start + size]
-        if itemsize < 1 or view.size % itemsize:
-            itemsize = 1
-        rows = view.reshape(-1, itemsize)
-        if rows.size and not (rows == rows[0]).all():
-            return None
-        out = np.zeros_like(host)
-        out[start:start + size] = view
-        return out
+        step = dtype.itemsize if dtype.kind in "biufc" and dtype.itemsize <= 16 else 1
+        for start, size in regions:
+            if start < 0 or start + size > host.size:
+                continue
+            view = host[start:start + size]
+            rows = view.reshape(-1, step if view.size % step == 0 else 1)
+            if rows.size and not (rows == rows[0]).all():
+                continue
+            out = np.zeros_like(host)
+            out[start:start + size] = view
+            return out
+        return None
 
     def fresh(self, alloc: Allocation, instead: dict[int, np.ndarray] | None = None) -> Any:
         """New memory of the allocation's size, as the call found it: the kit's inputs
@@ -474,9 +498,11 @@ class Recorder:
                                   else self.memory.extent(value, described))
             alloc = Allocation(base, nbytes, space, keep, kit, itemsize=dtype.itemsize)
             if not kit:
+                owner_first, owner_size = self.memory.owner(value, described)
                 first, size, _ = self.memory.span(value, described)
-                alloc.pristine = self.memory.pristine(self.memory.snapshot(alloc),
-                                                      first - base, size, alloc.itemsize)
+                alloc.pristine = self.memory.pristine(
+                    self.memory.snapshot(alloc),
+                    [(owner_first - base, owner_size), (first - base, size)], dtype)
             self.record.allocations.append(alloc)
             found = len(self.record.allocations) - 1
         if kit:

@@ -50,6 +50,7 @@ from grader.worker.common import (
     describe_error,
     mark,
     read_inputs,
+    write_phases,
 )
 
 _STARTED = time.time(), time.process_time()  # for phases.json (GRADER_PROFILE)
@@ -362,7 +363,7 @@ def main(argv: list[str]) -> int:
         world.Abort(3)
     if rank == 0:  # where the time went, for profiling only (nothing graded reads it)
         mark("end")
-        (out / "phases.json").write_text(json.dumps(PHASES))
+        write_phases(out)
     (out / f"rank-{rank}.done").write_text("")
     return 0
 

@@ -374,6 +374,8 @@ def test_a_reporting_library_missing_costs_the_reports_not_the_run(gpu_result, t
     # As if it could not be imported (a library it needs missing)
     monkeypatch.setitem(sys.modules, "grader.reports.feedback", None)
     monkeypatch.delattr(grader.reports, "feedback", raising=False)
-    pipeline.write_feedback([gpu_result], tmp_path)  # returns: the class goes on
+    result = {**gpu_result, "id": "alice"}  # as the gradebook gives it
+    pipeline.write_feedback([result], tmp_path)  # returns: the class goes on
     assert "could not write the feedback" in capsys.readouterr().err
     assert not (tmp_path / "feedback").exists()
+    assert (tmp_path / "gradescope" / "alice.json").is_file()  # the grades still written

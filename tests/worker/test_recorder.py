@@ -86,20 +86,25 @@ def test_the_recorder_refuses_injected_operations_and_its_tampering_is_seen(tmp_
     assert "FakeCUDAKernel.__call__" in lines[1], lines
 
 
-def test_a_replay_restores_a_constant_view_of_memory_kept_between_calls():
-    """A vector of ones kept between calls may lie in a larger allocation whose other
-    bytes hold anything (CuPy's pool rounds allocations up to 512 bytes): only the bytes
-    of the view the call uses must be equal for the replay to restore them, and nothing
-    else of that memory is restored."""
+def test_a_replay_restores_only_constant_memory_the_call_found():
+    """Memory a call found is restored on replay only where it holds one value repeated:
+    the whole array owning it, else the view that first showed it (a vector of ones may
+    lie in a larger buffer; CuPy's pool rounds allocations up to 512 bytes), compared
+    element by element for numeric views and byte by byte otherwise."""
     from grader.worker.launches import Memory
 
     memory = Memory(False)
+    f32 = np.dtype(np.float32)
     snap = np.concatenate([np.ones(4, np.float32), np.arange(60, dtype=np.float32)]
                           ).view(np.uint8)
-    restored = memory.pristine(snap, 0, 16, 4)
+    restored = memory.pristine(snap, [(0, snap.size), (0, 16)], f32)
     assert restored is not None and restored.size == snap.size
     assert (restored[:16] == snap[:16]).all() and not restored[16:].any()
-    assert memory.pristine(snap, 16, 16, 4) is None  # 0, 1, 2, 3: data, not a constant
+    assert memory.pristine(snap, [(0, snap.size), (16, 16)], f32) is None  # 0, 1, 2, 3
+    ones = np.ones(16, np.float32).view(np.uint8)
+    assert (memory.pristine(ones, [(0, 64), (0, 16)], f32) == ones).all()  # all of it
+    # One "element" of a structured dtype spans the data: compared byte by byte
+    assert memory.pristine(snap, [(16, 64)], np.dtype((np.void, 64))) is None
 
 
 KEPT_ONES = textwrap.dedent('''
@@ -149,3 +154,83 @@ KEPT_SCRIPT = textwrap.dedent('''
 
 def test_a_call_using_a_vector_kept_from_an_earlier_call_replays_exactly(tmp_path):
     assert _run(KEPT_SCRIPT, KEPT_ONES, tmp_path) == "0.0"  # the largest difference
+
+
+REPLAY_SCRIPT = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    import numpy as np
+    from grader.worker import launches
+    from nnkit.backend import select, to_device, to_host
+    from nnkit.submission import load_function
+
+    select()
+    folder = Path(sys.argv[1]).resolve()
+    recorder = launches.Recorder(folder, False)
+    recorder.install()
+    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3)]
+    bufs = [to_device(h) for h in host]
+    launch(*bufs, 1.0, 0.0)  # a first call: what it keeps, it keeps
+    host = [to_host(b) for b in bufs]
+    recorder.begin(launches.FULL, list(zip(bufs, host)))
+    launch(*bufs, 1.0, 0.0)
+    record = recorder.end()
+    again = recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
+    print(float(np.abs(again["C"] - to_host(bufs[2])).max()))
+''')
+
+TWO_VIEWS = textwrap.dedent('''
+    import numpy as np
+    from nnkit.backend import cuda, to_device
+
+    _kept = {}
+
+
+    @cuda.jit
+    def scaled_product(A, B, C, ra, rb):
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            s = 0.0
+            for k in range(A.shape[1]):
+                s += A[i, k] * B[k, j]
+            C[i, j] = s * ra[i] * rb[j]
+
+
+    def gemm_naive(A, B, C, alpha, beta):  # ones kept, used through two views
+        if "ones" not in _kept:
+            _kept["ones"] = to_device(np.ones(C.shape[0] + C.shape[1], np.float32))
+        w = _kept["ones"]
+        scaled_product[1, C.shape](A, B, C, w[:C.shape[0]], w[C.shape[0]:])
+''')
+
+VOID_SMUGGLE = textwrap.dedent('''
+    import numpy as np
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from nnkit.backend import copy_into, cuda, to_device, to_host
+
+
+    @cuda.jit
+    def copy2d(T, C):
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            C[i, j] = T[i * C.shape[1] + j]
+
+
+    def gemm_naive(A, B, C, alpha, beta):  # the product made on the host
+        ans = (alpha * to_host(A) @ to_host(B) + beta * to_host(C)).astype(np.float32).ravel()
+        tmp = to_device(ans)
+        blob = FakeCUDAArray(tmp._ary.view(np.dtype((np.void, ans.nbytes))))  # 1 "element"
+        scratch = to_device(np.zeros(ans.size, np.float32))
+        copy_into(FakeCUDAArray(scratch._ary.view(blob._ary.dtype)), blob)  # seen first so
+        copy2d[1, C.shape](tmp, C)
+''')
+
+
+def test_a_workspace_of_ones_used_through_two_views_replays_exactly(tmp_path):
+    assert _run(REPLAY_SCRIPT, TWO_VIEWS, tmp_path) == "0.0"
+
+
+def test_data_seen_first_as_one_structured_element_is_not_restored(tmp_path):
+    assert float(_run(REPLAY_SCRIPT, VOID_SMUGGLE, tmp_path)) > 0.1
