@@ -130,6 +130,17 @@ def _sim_array_type() -> type | None:
     return FakeCUDAArray
 
 
+def numba_allocation(value: Any, address: int) -> tuple[int, int, Any] | None:
+    """(base address, bytes, keep-alive object) of the numba allocation a numba device
+    array views (its `gpu_data.owner`): a view's own span would leave a later, larger view
+    of the same memory outside the bytes a replay gives it. None for anything else."""
+    owner = getattr(getattr(value, "gpu_data", None), "owner", None)
+    base, size = getattr(owner, "device_pointer_value", None), getattr(owner, "size", None)
+    if isinstance(base, int) and isinstance(size, int) and base <= address < base + max(size, 1):
+        return base, size, owner
+    return None
+
+
 def _root(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
         array = array.base
@@ -175,6 +186,8 @@ class Memory:
         elif self.on_gpu and isinstance(value, self.cupy.ndarray):
             mem = value.data.mem
             return int(mem.ptr), int(mem.size), mem
+        elif self.on_gpu and (whole := numba_allocation(value, address)) is not None:
+            return whole
         return self.span(value, described)
 
     @staticmethod
@@ -225,6 +238,8 @@ class Memory:
             address = int(root.data.ptr)
         if root is not None and (root.flags.c_contiguous or root.flags.f_contiguous):
             return address, int(root.nbytes)
+        if self.on_gpu and (whole := numba_allocation(value, described[0])) is not None:
+            return whole[0], whole[1]
         first, size, _ = self.span(value, described)
         return first, size
 

@@ -234,3 +234,19 @@ def test_a_workspace_of_ones_used_through_two_views_replays_exactly(tmp_path):
 
 def test_data_seen_first_as_one_structured_element_is_not_restored(tmp_path):
     assert float(_run(REPLAY_SCRIPT, VOID_SMUGGLE, tmp_path)) > 0.1
+
+
+def test_a_numba_views_memory_is_its_whole_allocation():
+    """On a GPU a numba device array's view shares its allocation's memory (its
+    gpu_data.owner); anything else that looks alike is left to the view's own span."""
+    from types import SimpleNamespace
+
+    from grader.worker.launches import numba_allocation
+
+    root = SimpleNamespace(device_pointer_value=4096, size=256)
+    view = SimpleNamespace(gpu_data=SimpleNamespace(owner=root))
+    assert numba_allocation(view, 4096 + 128) == (4096, 256, root)
+    assert numba_allocation(view, 4096 + 256) is None  # not inside it
+    foreign = SimpleNamespace(gpu_data=SimpleNamespace(owner=object()))  # external memory
+    assert numba_allocation(foreign, 4096) is None
+    assert numba_allocation(object(), 4096) is None
