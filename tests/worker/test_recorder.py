@@ -68,19 +68,20 @@ MODULE = textwrap.dedent('''
 ''')
 
 
-def _run(script: str, module: str, folder) -> str:
-    """The script's output, run in a fresh simulator interpreter on `module` as the
-    submission's gemm_1_naive.py."""
+def run_script(script: str, module: str, folder, device: str = "sim") -> str:
+    """The script's output, run in a fresh interpreter on `device` ("sim" or "gpu") with
+    `module` as the submission's gemm_1_naive.py (the script gets the folder and whether
+    it runs on a GPU)."""
     (folder / "gemm_1_naive.py").write_text(module)
-    done = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=KIT_ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NNKIT_DEVICE": "sim"})
+    done = subprocess.run([sys.executable, "-c", script, str(folder), str(device == "gpu")],
+                          cwd=KIT_ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NNKIT_DEVICE": device})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
 
 def test_the_recorder_refuses_injected_operations_and_its_tampering_is_seen(tmp_path):
-    lines = _run(SCRIPT, MODULE, tmp_path).splitlines()
+    lines = run_script(SCRIPT, MODULE, tmp_path).splitlines()
     assert lines[0].startswith("refused: the record of the call holds an operation"), lines
     assert lines[1].startswith("tampered:") and "Recorder.replay" in lines[1], lines
     assert "FakeCUDAKernel.__call__" in lines[1], lines
@@ -107,6 +108,31 @@ def test_a_replay_restores_only_constant_memory_the_call_found():
     assert memory.pristine(snap, [(16, 64)], np.dtype((np.void, 64))) is None
 
 
+REPLAY_SCRIPT = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    import numpy as np
+    from grader.worker import launches
+    from nnkit.backend import select, to_device, to_host
+    from nnkit.submission import load_function
+
+    select()
+    folder = Path(sys.argv[1]).resolve()
+    recorder = launches.Recorder(folder, sys.argv[2] == "True")
+    recorder.install()
+    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3)]
+    bufs = [to_device(h) for h in host]
+    launch(*bufs, 1.0, 0.0)  # a first call: what it keeps, it keeps
+    host = [to_host(b) for b in bufs]
+    recorder.begin(launches.FULL, list(zip(bufs, host)))
+    launch(*bufs, 1.0, 0.0)
+    record = recorder.end()
+    again = recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
+    print(float(np.abs(again["C"] - to_host(bufs[2])).max()))
+''')
+
 KEPT_ONES = textwrap.dedent('''
     import numpy as np
     from nnkit.backend import cuda, to_device
@@ -128,58 +154,9 @@ KEPT_ONES = textwrap.dedent('''
         scale_rows[1, (2, 2)](A, _kept["ones"][:C.shape[0]], C)
 ''')
 
-KEPT_SCRIPT = textwrap.dedent('''
-    import sys
-    from pathlib import Path
-    import numpy as np
-    from grader.worker import launches
-    from nnkit.backend import select, to_device, to_host
-    from nnkit.submission import load_function
-
-    select()
-    folder = Path(sys.argv[1]).resolve()
-    recorder = launches.Recorder(folder, False)
-    recorder.install()
-    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
-    host = [np.full((2, 2), 3.0, np.float32) for _ in range(3)]
-    bufs = [to_device(h) for h in host]
-    launch(*bufs, 1.0, 0.0)  # the first call keeps its vector of ones
-    recorder.begin(launches.FULL, list(zip(bufs, host)))
-    launch(*bufs, 1.0, 0.0)
-    record = recorder.end()
-    again = recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
-    print(float(np.abs(again["C"] - to_host(bufs[2])).max()))
-''')
-
-
 def test_a_call_using_a_vector_kept_from_an_earlier_call_replays_exactly(tmp_path):
-    assert _run(KEPT_SCRIPT, KEPT_ONES, tmp_path) == "0.0"  # the largest difference
+    assert run_script(REPLAY_SCRIPT, KEPT_ONES, tmp_path) == "0.0"  # the largest difference
 
-
-REPLAY_SCRIPT = textwrap.dedent('''
-    import sys
-    from pathlib import Path
-    import numpy as np
-    from grader.worker import launches
-    from nnkit.backend import select, to_device, to_host
-    from nnkit.submission import load_function
-
-    select()
-    folder = Path(sys.argv[1]).resolve()
-    recorder = launches.Recorder(folder, False)
-    recorder.install()
-    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
-    rng = np.random.default_rng(0)
-    host = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3)]
-    bufs = [to_device(h) for h in host]
-    launch(*bufs, 1.0, 0.0)  # a first call: what it keeps, it keeps
-    host = [to_host(b) for b in bufs]
-    recorder.begin(launches.FULL, list(zip(bufs, host)))
-    launch(*bufs, 1.0, 0.0)
-    record = recorder.end()
-    again = recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
-    print(float(np.abs(again["C"] - to_host(bufs[2])).max()))
-''')
 
 TWO_VIEWS = textwrap.dedent('''
     import numpy as np
@@ -229,11 +206,11 @@ VOID_SMUGGLE = textwrap.dedent('''
 
 
 def test_a_workspace_of_ones_used_through_two_views_replays_exactly(tmp_path):
-    assert _run(REPLAY_SCRIPT, TWO_VIEWS, tmp_path) == "0.0"
+    assert run_script(REPLAY_SCRIPT, TWO_VIEWS, tmp_path) == "0.0"
 
 
 def test_data_seen_first_as_one_structured_element_is_not_restored(tmp_path):
-    assert float(_run(REPLAY_SCRIPT, VOID_SMUGGLE, tmp_path)) > 0.1
+    assert float(run_script(REPLAY_SCRIPT, VOID_SMUGGLE, tmp_path)) > 0.1
 
 
 def test_a_numba_views_memory_is_its_whole_allocation():

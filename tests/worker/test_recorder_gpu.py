@@ -1,41 +1,13 @@
 """On a GPU: the launch recorder replays calls on numba device arrays viewed in parts
 (the memory of a view belongs to the whole allocation, as CuPy's does)."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from tests.conftest import KIT_ROOT
+from tests.worker.test_recorder import REPLAY_SCRIPT, run_script
 
 pytestmark = pytest.mark.gpu
-
-SCRIPT = textwrap.dedent('''
-    import sys
-    from pathlib import Path
-    import numpy as np
-    from grader.worker import launches
-    from nnkit.backend import select, to_device, to_host
-    from nnkit.submission import load_function
-
-    select()
-    folder = Path(sys.argv[1]).resolve()
-    recorder = launches.Recorder(folder, True)
-    recorder.install()
-    launch = load_function(folder, "gemm_1_naive", "gemm_naive")
-    rng = np.random.default_rng(0)
-    host = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3)]
-    bufs = [to_device(h) for h in host]
-    launch(*bufs, 1.0, 0.0)  # a first call: what it keeps, it keeps
-    host = [to_host(b) for b in bufs]
-    recorder.begin(launches.FULL, list(zip(bufs, host)))
-    launch(*bufs, 1.0, 0.0)
-    record = recorder.end()
-    again = recorder.replay(record, {"C": recorder.ref_of(bufs[2])})
-    print(float(np.abs(again["C"] - to_host(bufs[2])).max()))
-''')
 
 # A scratch row filled in two steps through a view, then used whole; and a vector of
 # ones kept between calls, used through two views.
@@ -78,9 +50,4 @@ VIEWS = textwrap.dedent('''
 
 
 def test_views_of_numba_allocations_replay_exactly(tmp_path):
-    (tmp_path / "gemm_1_naive.py").write_text(VIEWS)
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=KIT_ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NNKIT_DEVICE": "gpu"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "0.0", done.stdout
+    assert run_script(REPLAY_SCRIPT, VIEWS, tmp_path, "gpu") == "0.0"
