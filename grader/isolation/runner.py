@@ -318,7 +318,7 @@ PROFILE = "GRADER_PROFILE"  # a file: one JSON line per job, where its time went
 # Set too (any value): each worker runs under cProfile, and its 40 costliest functions are
 # appended to GRADER_PROFILE's file + ".cprofile.txt" (slower; for finding the cost).
 CPROFILE = "GRADER_CPROFILE"
-CPROFILE_BYTES = 64_000
+CPROFILE_CHARS = 16_000
 
 
 def _children_cpu() -> float:
@@ -358,9 +358,8 @@ def write_profile(job: dict, results: Path, entered: float, started: float,
         f.write(json.dumps(line) + "\n")
     if os.environ.get(CPROFILE):
         try:
-            with open(results / "cprofile.txt", "rb") as f:
-                text = safe_io.clean_text(f.read(CPROFILE_BYTES).decode(errors="replace"))
-        except OSError:
+            text = safe_io.read_text(results / "cprofile.txt", CPROFILE_CHARS)
+        except (OSError, ValueError):
             return
         with _live_lock, open(os.environ[PROFILE] + ".cprofile.txt", "a") as f:
             f.write(f"=== {line['kind']} {line['module'] or ''} total {line['total']} s\n"

@@ -204,13 +204,13 @@ class Memory:
                 lo += (n - 1) * s
         return lo, hi - lo, value
 
-    def snapshot(self, alloc: Allocation) -> Any:
-        """A copy of an allocation's bytes as they are now."""
+    def snapshot(self, alloc: Allocation) -> np.ndarray:
+        """A host copy of an allocation's bytes as they are now."""
         if alloc.space == "device":
             cp = self.cupy
             mem = cp.cuda.UnownedMemory(alloc.base, alloc.nbytes, alloc.keep)
             raw = cp.ndarray((alloc.nbytes,), cp.uint8, memptr=cp.cuda.MemoryPointer(mem, 0))
-            return raw.copy()
+            return raw.get()
         keep = alloc.keep
         if isinstance(keep, np.ndarray) and keep.nbytes == alloc.nbytes and (
                 keep.flags.c_contiguous or keep.flags.f_contiguous):
@@ -243,7 +243,7 @@ class Memory:
         first, size, _ = self.span(value, described)
         return first, size
 
-    def pristine(self, snap: Any, regions: list[tuple[int, int]], dtype: np.dtype
+    def pristine(self, snap: np.ndarray, regions: list[tuple[int, int]], dtype: np.dtype
                  ) -> np.ndarray | None:
         """What a replay may restore of memory the call found (`snap`, a snapshot of the
         whole allocation): the bytes of the first of `regions` ((offset, bytes): the array
@@ -254,25 +254,24 @@ class Memory:
         through). Compared on the host: on the GPU, CuPy's comparison and reduction
         kernels are compiled by NVRTC in every worker (~1 s each), while copying a call's
         temporaries out takes milliseconds."""
-        host = snap if isinstance(snap, np.ndarray) else snap.get()
         step = dtype.itemsize if dtype.kind in "biufc" and dtype.itemsize <= 16 else 1
         for start, size in regions:
-            if start < 0 or start + size > host.size:
+            if start < 0 or start + size > snap.size:
                 continue
-            view = host[start:start + size]
+            view = snap[start:start + size]
             rows = view.reshape(-1, step if view.size % step == 0 else 1)
             if rows.size and not (rows == rows[0]).all():
                 continue
-            out = np.zeros_like(host)
+            out = np.zeros_like(snap)
             out[start:start + size] = view
             return out
         return None
 
     def fresh(self, alloc: Allocation, instead: dict[int, np.ndarray] | None = None) -> Any:
         """New memory of the allocation's size, as the call found it: the kit's inputs
-        where they lie (fill n replaced by instead[n] where given), a temporary's bytes if
-        they were all equal, zeros elsewhere."""
-        init = alloc.pristine
+        where they lie (fill n replaced by instead[n] where given), the bytes pristine()
+        allowed of other memory, zeros elsewhere."""
+        init = alloc.pristine  # host bytes, or None
         if alloc.space == "device":
             buf = self.cupy.zeros(alloc.nbytes, self.cupy.uint8)
             if init is not None:
@@ -280,9 +279,7 @@ class Memory:
         else:
             buf = np.zeros(max(alloc.nbytes, 1), np.uint8)
             if init is not None:
-                data = init.get() if hasattr(init, "get") and not isinstance(
-                    init, np.ndarray) else np.asarray(init)
-                buf[: data.size] = data
+                buf[: init.size] = init
         for n, (ref, host) in enumerate(alloc.fills):
             host = (instead or {}).get(n, host)
             target = self.view(buf, ref, alloc.space)
