@@ -177,9 +177,22 @@ class DeviceRunner:
         self.weights = [to_device(W.astype(np.float32)) for W in params.weights]
         self.biases = [to_device(b.astype(np.float32)) for b in params.biases]
         self._losses: list[Any] = []
+        self._device_set: tuple | None = None  # (host X, host labels, their device copies)
 
     def epoch_data(self, X: np.ndarray, labels: np.ndarray, order: np.ndarray) -> tuple:
-        return to_device(X[order]), to_device(labels[order].astype(np.int64))
+        """The epoch's rows in `order`, on the device. On a GPU the set is copied there
+        once and gathered there each epoch: gathering 54,000 MNIST rows on the host and
+        copying them took ~0.16 s an epoch (8 of the 20 s of a grading job's 51 epochs)."""
+        if not select().on_gpu:
+            return to_device(X[order]), to_device(labels[order].astype(np.int64))
+        import cupy
+
+        held = self._device_set
+        if held is None or held[0] is not X or held[1] is not labels:
+            held = self._device_set = (X, labels, to_device(X),
+                                       to_device(labels.astype(np.int64)))
+        rows = cupy.asarray(order)
+        return held[2][rows], held[3][rows]
 
     def step(self, X: Any, labels: Any) -> None:
         acts = self.forward(self.weights, self.biases, X, self.gemm)

@@ -47,10 +47,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# As the test run began: nnkit.backend.select(), which some tests call in this process,
+# sets it, and a fresh interpreter must choose its backend as a user's would (the golden
+# reports name the reason the simulator was chosen).
+SIMULATOR_SWITCH = "NUMBA_ENABLE_CUDASIM"
+_SWITCH_AT_START = os.environ.get(SIMULATOR_SWITCH)
+
+
 def run_kit(*args: str, env: dict | None = None,
             timeout: float = 900) -> subprocess.CompletedProcess:
     """Run `python -m ...` from the kit root in a fresh interpreter."""
-    full_env = {**os.environ, **(env or {})}
+    full_env = {k: v for k, v in os.environ.items() if k != SIMULATOR_SWITCH}
+    if _SWITCH_AT_START is not None:
+        full_env[SIMULATOR_SWITCH] = _SWITCH_AT_START
+    full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", *args], cwd=KIT_ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 

@@ -49,7 +49,7 @@ def set_up(job: dict, job_file: Path) -> Context:
     from grader.worker import blocksync, kernelsim, launches, tamper, traps, warps
     from grader.worker.window import Window
     from nnkit import timing
-    from nnkit.backend import cuda, select
+    from nnkit.backend import cuda, preload_numba_math, select
 
     out = Path(job["outdir"])
     backend = select()
@@ -57,6 +57,9 @@ def set_up(job: dict, job_file: Path) -> Context:
     clock = timing.capture()  # the clocks, before submitted code could replace them
     if backend.on_gpu:
         import cupy  # noqa: F401 - loaded now: the submission cannot stand in for it
+
+        preload_numba_math()
+    mark("set-up libraries")
     inputs = load_inputs(job, job_file.parent)
     submission = Path(job["submission"]).resolve() if job.get("submission") else None
     (out / "worker.json").write_text(json.dumps({"backend": backend.describe(),
@@ -78,6 +81,7 @@ def set_up(job: dict, job_file: Path) -> Context:
             extra["traps"] = library_traps
     ctx = Context(job, out, submission, inputs, recorder, tamper.Snapshot((), ()), clock,
                   backend.on_gpu, extra)
+    mark("set-up recorder")
     if submission is not None:
         ctx.snapshot = confine(submission, out, [Path(os.environ.get("TMPDIR", "/tmp"))])
     return ctx

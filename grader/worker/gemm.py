@@ -108,18 +108,10 @@ def run(ctx: Context) -> None:
             save_error(out / PROFILE_ERROR, err, submission)
         mark("counted-call")
 
-    perf = job.get("perf", [])
-    try:
-        with _alone(ctx) if perf else nullcontext():
-            for n, spec in enumerate(perf):
-                case = GemmCase.from_json(spec)
-                try:
-                    _timed_case(ctx, launch, case, n)
-                except BaseException as err:  # noqa: BLE001
-                    save_error(out / f"perf-{n}.err", err, submission)
-                mark(f"perf-{n}")
-    except NoWindow as err:
-        save_error(out / "perf-0.err", err, submission)
+    perf = [GemmCase.from_json(spec) for spec in job.get("perf", [])]
+    if perf:
+        time_cases(ctx, launch, perf)
+        mark("perf")
 
 
 def _alone(ctx: Context) -> AbstractContextManager:
@@ -145,23 +137,48 @@ def run_timed(ctx: Context) -> None:
             save_error(out / f"{entry['kernel']}-load.err", err, submission)
     mark("load")
     library_traps = ctx.extra.get("traps")
+    perf = [GemmCase.from_json(spec) for spec in job["perf"]]
     for entry in job["timed"]:
         kernel = entry["kernel"]
         if kernel not in launchers:
             continue
         if library_traps:
             library_traps.record = out / f"{kernel}-{RECORD}"
-        try:
-            with _alone(ctx):  # one window per kernel: the others' jobs go on between
-                for n, spec in enumerate(job["perf"]):
-                    try:
-                        _timed_case(ctx, launchers[kernel], GemmCase.from_json(spec), n,
-                                    prefix=f"{kernel}-", seed=entry["perf_seed"])
-                    except BaseException as err:  # noqa: BLE001
-                        save_error(out / f"{kernel}-perf-{n}.err", err, submission)
-        except NoWindow as err:
-            save_error(out / f"{kernel}-perf-0.err", err, submission)
+        # One window per kernel: the others' jobs go on between.
+        time_cases(ctx, launchers[kernel], perf, prefix=f"{kernel}-", seed=entry["perf_seed"])
         mark(f"timed {kernel}")
+
+
+def time_cases(ctx: Context, launch, cases: list[GemmCase], prefix: str = "",
+               seed: int | None = None) -> None:
+    """Every timed case of one launcher, its timed calls in one window (the GPU to this
+    job, every other job on it frozen), and as little else as can be done outside it:
+    each case is prepared before the window and finished after it (TimedCase)."""
+    out, submission = ctx.out, ctx.submission
+    prepared: dict[int, TimedCase] = {}
+    for n, case in enumerate(cases):
+        try:
+            prepared[n] = TimedCase(ctx, launch, case, n, prefix, seed)
+        except BaseException as err:  # noqa: BLE001
+            save_error(out / f"{prefix}perf-{n}.err", err, submission)
+    if not prepared:
+        return
+    try:
+        with _alone(ctx):
+            for n, timed in list(prepared.items()):
+                try:
+                    timed.time()
+                except BaseException as err:  # noqa: BLE001
+                    del prepared[n]
+                    save_error(out / f"{prefix}perf-{n}.err", err, submission)
+    except NoWindow as err:
+        save_error(out / f"{prefix}perf-0.err", err, submission)
+        return
+    for n, timed in prepared.items():
+        try:
+            timed.finish()
+        except BaseException as err:  # noqa: BLE001
+            save_error(out / f"{prefix}perf-{n}.err", err, submission)
 
 
 def _same_layout(a: GemmCase, b: GemmCase) -> bool:
@@ -169,63 +186,89 @@ def _same_layout(a: GemmCase, b: GemmCase) -> bool:
                                                                b.trans_b, b.guard)
 
 
-def _timed_case(ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
-                seed: int | None = None) -> None:
-    """Time the launcher on one case. Before every call (outside the timer) A gets new
+class TimedCase:
+    """The launcher timed on one case. Before every call (outside the timer) A gets new
     values, scaled by a factor drawn from the job's secret seed, and C its starting ones;
     after it, a sample of C is kept for the grader to check and the launches of the
     submission's own kernels are counted, so that no call can skip its work, replay an
     earlier result or leave its kernels to run after the timer stopped. One more call,
-    untimed, is recorded in full and replayed."""
-    job, out = ctx.job, ctx.out
-    ops = operands(ctx, f"perf-{n}", case)
-    bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
-    A, B, C = ops.views(bufs)
-    pristine_C = to_device(ops.C_buf)
-    calls = job["repeats"] + job["warmup"]
-    seed = job["perf_seed"] if seed is None else seed
-    factors = call_factors(seed + n, calls + 1)
-    rows, cols = sample_positions(case, seed)
-    samples: list[np.ndarray] = []
-    launches: list[int] = []
-    others: list[int] = []  # launches of kernels that are not the submission's
-    recorder = ctx.recorder
+    untimed, is recorded in full and replayed.
 
-    def before() -> None:
-        copy_into(bufs[0], to_device(perturbed_a(ops.A_buf, factors[len(samples)],
-                                                 case.trans_a)))
-        copy_into(bufs[2], pristine_C)
-        recorder.begin(COUNT)
+    In three stages, so that the window holds the timed calls and little else: the
+    constructor (before the window) puts the operands on the device with every call's A
+    perturbed in advance, and makes the first warm-up call, which compiles the kernels
+    (seconds with numba: every other job would wait through them); `time()` (in the
+    window) makes the other calls; `finish()` (after it) makes the extra call and its
+    replay and writes the files."""
 
-    def after() -> None:
-        record = recorder.end()
-        launches.append(record.own_launches)
-        others.append(record.other_launches)
-        samples.append(to_host(bufs[2])[ops.interior][rows, cols])
+    def __init__(self, ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
+                 seed: int | None = None):
+        job = ctx.job
+        self.ctx, self.launch, self.case, self.n, self.prefix = ctx, launch, case, n, prefix
+        self.ops = ops = operands(ctx, f"perf-{n}", case)
+        self.bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
+        self.views = ops.views(self.bufs)  # the same view objects in every call
+        self.pristine_C = to_device(ops.C_buf)
+        self.repeats, self.warmup = job["repeats"], job["warmup"]
+        calls = self.repeats + self.warmup
+        seed = job["perf_seed"] if seed is None else seed
+        self.factors = call_factors(seed + n, calls + 1)
+        self.calls_A = [to_device(perturbed_a(ops.A_buf, f, case.trans_a))
+                        for f in self.factors[:calls]]
+        self.rows, self.cols = sample_positions(case, seed)
+        self.samples: list[np.ndarray] = []
+        self.launches: list[int] = []
+        self.others: list[int] = []  # launches of kernels that are not the submission's
+        self.early = min(1, self.warmup)  # warm-up calls made before the window
+        self._calls(0, self.early)
 
-    timings = time_calls(lambda: gemm(launch, A, B, C, case.alpha, case.beta),
-                         repeats=job["repeats"], warmup=job["warmup"], before_each=before,
-                         after_each=after, clock=ctx.clock)
-    C_last = to_host(bufs[2])
-    # The extra call: full record, then the replay of its launches.
-    A_extra = perturbed_a(ops.A_buf, factors[calls], case.trans_a)
-    copy_into(bufs[0], to_device(A_extra))
-    copy_into(bufs[2], pristine_C)
-    recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])
-    try:
-        gemm(launch, A, B, C, case.alpha, case.beta)
-        synchronize()
-    finally:
-        record = recorder.end()
-    extra_C = to_host(bufs[2])
-    replayed = recorder.replay(record, {"C": recorder.ref_of(bufs[2])}) \
-        if record.own_launches else None
-    ctx.snapshot.check()
-    np.savez(out / f"{prefix}perf-{n}.npz", C=C_last, samples=np.stack(samples), extra_C=extra_C,
-             **save_launches(record, replayed))
-    (out / f"{prefix}perf-{n}.json").write_text(json.dumps(
-        {"host": timings.host, "device": timings.device, "launches": launches,
-         "other_launches": others}))
+    def _call(self) -> None:
+        A, B, C = self.views
+        gemm(self.launch, A, B, C, self.case.alpha, self.case.beta)
+
+    def _before(self) -> None:
+        copy_into(self.bufs[0], self.calls_A[len(self.samples)])
+        copy_into(self.bufs[2], self.pristine_C)
+        self.ctx.recorder.begin(COUNT)
+
+    def _after(self) -> None:
+        record = self.ctx.recorder.end()
+        self.launches.append(record.own_launches)
+        self.others.append(record.other_launches)
+        self.samples.append(to_host(self.bufs[2])[self.ops.interior][self.rows, self.cols])
+
+    def _calls(self, repeats: int, warmup: int):
+        return time_calls(self._call, repeats=repeats, warmup=warmup, before_each=self._before,
+                          after_each=self._after, clock=self.ctx.clock)
+
+    def time(self) -> None:
+        self.timings = self._calls(self.repeats, self.warmup - self.early)
+        self.calls_A = []  # the device memory back before the next case
+
+    def finish(self) -> None:
+        ctx, case, ops, bufs = self.ctx, self.case, self.ops, self.bufs
+        recorder = ctx.recorder
+        C_last = to_host(bufs[2])
+        # The extra call: full record, then the replay of its launches.
+        A_extra = perturbed_a(ops.A_buf, self.factors[-1], case.trans_a)
+        copy_into(bufs[0], to_device(A_extra))
+        copy_into(bufs[2], self.pristine_C)
+        recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])
+        try:
+            self._call()
+            synchronize()
+        finally:
+            record = recorder.end()
+        extra_C = to_host(bufs[2])
+        replayed = recorder.replay(record, {"C": recorder.ref_of(bufs[2])}) \
+            if record.own_launches else None
+        ctx.snapshot.check()
+        name = f"{self.prefix}perf-{self.n}"
+        np.savez(ctx.out / f"{name}.npz", C=C_last, samples=np.stack(self.samples),
+                 extra_C=extra_C, **save_launches(record, replayed))
+        (ctx.out / f"{name}.json").write_text(json.dumps(
+            {"host": self.timings.host, "device": self.timings.device,
+             "launches": self.launches, "other_launches": self.others}))
 
 
 def _profile_case(ctx: Context, launch, case: GemmCase) -> None:

@@ -152,6 +152,7 @@ class Guard:
         self._fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                            0o600)
         self._local = threading.local()
+        self._kinds: dict[str, str] = {}  # file name -> _kind(file name)
         self._armed = False
         self.log_only = False  # for tests of the guard itself: record, do not stop
 
@@ -190,12 +191,16 @@ class Guard:
     def _actor(self) -> tuple[str, str, int]:
         """('submission' | 'kit' | '', file, line) of the frame nearest the operation."""
         frame = sys._getframe(2)
+        kinds = self._kinds
         while frame is not None:
             name = frame.f_code.co_filename
-            if name.startswith(self.submission + os.sep):
-                return "submission", os.path.basename(name), frame.f_lineno
-            if self._inside(name, self.kit) or self._inside(name, self.compilers):
-                return "kit", name, frame.f_lineno
+            kind = kinds.get(name)
+            if kind is None:
+                kind = kinds[name] = self._kind(name)
+            if kind == "submission":
+                return kind, os.path.basename(name), frame.f_lineno
+            if kind == "kit":
+                return kind, name, frame.f_lineno
             frame = frame.f_back
         # No frame of either: a thread the submission started (a library function as its
         # target leaves no frame of the submission on the stack) acts for the submission.
@@ -206,9 +211,24 @@ class Guard:
             return "submission", f"a thread it started ({thread.name})", 0
         return "", "", 0
 
+    def _kind(self, name: str) -> str:
+        """Whose file `name` is: 'submission', 'kit' (the kit's or a compiler's), or ''
+        (a library's). Remembered per file name in `_kinds`: the walk above meets the
+        same few hundred files thousands of times a job (numba's compiler calls id()
+        through copy.deepcopy, ~15,000 times a kernel), and deciding each from the
+        roots cost ~4 us a frame, 0.5-1 s a job on a GPU."""
+        if name.startswith(self.submission + os.sep):
+            return "submission"
+        if self._inside(name, self.kit) or self._inside(name, self.compilers):
+            return "kit"
+        return ""
+
     # the hook ------------------------------------------------------------------------
 
     def _hook(self, event: str, args: tuple) -> None:
+        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in
+                                              FRAME_ATTRIBUTES):
+            return  # the commonest event by far (every frame.f_code the walk reads)
         if not self._armed or not self._watched(event, args):
             return
         if getattr(self._local, "busy", False):

@@ -251,11 +251,13 @@ def _device_set_up(job: dict, submission: Path) -> Any:
     import threading
 
     from grader.worker import blocksync, kernelsim, launches, warps
-    from nnkit.backend import cuda, select
+    from nnkit.backend import cuda, preload_numba_math, select
 
     del cuda  # imported for its side effect: numba loads before the submission can
     if select().on_gpu:
         import cupy  # noqa: F401 - loaded now: the submission cannot stand in for it
+
+        preload_numba_math()
     else:
         if job.get("thread_stack_kb"):  # a Python thread per simulated CUDA thread
             threading.stack_size(int(job["thread_stack_kb"]) * 1024)

@@ -22,6 +22,7 @@ SCRIPT = textwrap.dedent("""
     from grader.checks.gemm import check_perf
     from grader.worker import gemm, launches, tamper
     from grader.worker.common import Context
+    from grader.worker.window import Window
     from nnkit import timing
     from nnkit.backend import select
     from nnkit.submission import load_function
@@ -32,9 +33,10 @@ SCRIPT = textwrap.dedent("""
     recorder = launches.Recorder(submission, False)
     recorder.install()
     job = {"repeats": 20, "warmup": 2, "perf_seed": 77}  # the config's, as the cheat assumes
+    clock = timing.capture()
     ctx = Context(job, out, submission, job_inputs([], [case], 42), recorder,
-                  tamper.Snapshot((), ()), timing.capture(), False)
-    gemm._timed_case(ctx, load_function(submission, "gemm_1_naive", "gemm_naive"), case, 0)
+                  tamper.Snapshot((), ()), clock, False, {"window": Window(None, clock)})
+    gemm.time_cases(ctx, load_function(submission, "gemm_1_naive", "gemm_naive"), [case])
     print(json.dumps(check_perf(case, out, 0, "", secret=42, perf_seed=77).message))
 """)
 
