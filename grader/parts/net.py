@@ -385,7 +385,7 @@ def speed_item(submission: Path, workroot: Path, config: Config, on_gpu: bool,
     sizes = [reference.data.features, *mode["hidden"], 10]
     case = f"MNIST {'-'.join(map(str, sizes))}, batch {mode['batch']}, {mode['epochs']} epochs"
     checks = [{"case": case, "seconds": timed.seconds, "solution_seconds": solution_seconds,
-               "time_over_solution": ratio}]
+               "time_over_solution": ratio, "epoch_seconds": timed.epochs}]
     message = (f"seconds per epoch / the solution's = {ratio:.2f} (the mean of "
                f"{len(timed.epochs)} epochs each): {share:.0%} of the points")
     return ItemResult(item_id, title, max_points, round(share * max_points, 2), status,

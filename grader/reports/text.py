@@ -153,6 +153,8 @@ def format_value(key: str, value: object) -> str:
         return number(x)
     if isinstance(value, str):
         return clean(value)
+    if isinstance(value, list) and value and len(value) <= 50 and all(map(is_numeric, value)):
+        return ", ".join(format_value(key, v) for v in value)  # each epoch's seconds, say
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

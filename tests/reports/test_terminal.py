@@ -50,3 +50,11 @@ def test_the_grader_table_aligns_wide_names_and_shows_brackets_as_text():
     assert [r.split()[0] for r in rows] == names
     # "10/10" starts in the same terminal column on every row, CJK names included
     assert len({cell_len(r[: r.index("10/10")]) for r in rows}) == 1
+
+
+def test_a_list_of_seconds_is_shown_as_times_and_anything_else_as_json():
+    from grader.reports.text import format_value
+
+    assert format_value("epoch_seconds", [0.0477, 0.05, 1.5]) == "47.7 ms, 50 ms, 1.5 s"
+    assert format_value("epoch_seconds", [1, "a"]) == '[1, "a"]'
+    assert format_value("epoch_seconds", []) == "[]"
