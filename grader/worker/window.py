@@ -19,9 +19,15 @@ from nnkit.timing import Clock, spin_up
 
 ASK, GRANT, BUSY, DONE = b"T", b"G", b"B", b"D"  # as grader/isolation/windows.py
 # A tiny kernel on an idle GPU returns in tens of microseconds; behind another process's
-# kernel it waits for that kernel or the next time slice (milliseconds).
+# kernel it waits for that kernel or the next time slice. A frozen job may have left many
+# short kernels queued (a network's training runs ahead of the host by up to an epoch),
+# which the GPU interleaves with the probes: each probe then waits for one of them only.
+# So a probe counts as idle only within IDLE_SLACK times the fastest probe seen plus
+# IDLE_MARGIN (a queue of 30-us kernels breaks the run), and never past
+# IDLE_PROBE_SECONDS; the GPU is idle after IDLE_PROBES such probes in a row.
 IDLE_PROBE_SECONDS = 2e-4
-IDLE_PROBES = 5  # in a row
+IDLE_SLACK, IDLE_MARGIN = 2.5, 2.5e-5
+IDLE_PROBES = 10  # in a row
 IDLE_WAIT = 1.0  # seconds of probing before the grader is told the GPU is busy
 
 
@@ -92,15 +98,18 @@ def probe_array() -> Any:
 
 def gpu_idle(clock: Clock, x: Any) -> bool:
     """Whether this process has the GPU to itself: IDLE_PROBES tiny kernels (on `x`, from
-    probe_array) in a row each return within IDLE_PROBE_SECONDS, tried for IDLE_WAIT
-    seconds at most."""
+    probe_array) in a row each return about as fast as the fastest (see IDLE_SLACK),
+    tried for IDLE_WAIT seconds at most."""
     clock.sync()
-    end, in_a_row = clock.now() + IDLE_WAIT, 0
+    end, in_a_row, fastest = clock.now() + IDLE_WAIT, 0, IDLE_PROBE_SECONDS
     while in_a_row < IDLE_PROBES:
         start = clock.now()
         if start > end:
             return False
         x += 1
         clock.sync()
-        in_a_row = in_a_row + 1 if clock.now() - start < IDLE_PROBE_SECONDS else 0
+        took = clock.now() - start
+        fastest = min(fastest, took)
+        idle = took < min(IDLE_PROBE_SECONDS, IDLE_SLACK * fastest + IDLE_MARGIN)
+        in_a_row = in_a_row + 1 if idle else 0
     return True
