@@ -57,15 +57,19 @@ def capture() -> Clock:
     return _clock
 
 
+BUSY_GEMMS = 6  # ~45 us each on an H100
+
+
 def _busy_work() -> Callable[[], None] | None:
-    """A function that queues ~50 us of GPU work (one 1024^3 SGEMM through cuBLAS's own
-    binding, taken now, before anything submitted could replace it; its buffers made at
-    the first call). time_calls queues it in front of each timed call's start event:
-    while the GPU does it, the host records the event and launches the call, so the
-    interval holds the call's kernels and not the host's time to launch them, which on
-    an idle GPU it otherwise does (tens of microseconds: a fifth of a small benchmark
-    shape's kernel, and most of its jitter from one job to the next). None where the
-    binding is missing: the call is then timed from an idle GPU."""
+    """A function that queues ~0.3 ms of GPU work (BUSY_GEMMS 1024^3 SGEMMs through
+    cuBLAS's own binding, taken now, before anything submitted could replace it; their
+    12 MB of buffers made at the first call). time_calls queues it in front of each timed
+    call's start event: while the GPU does it, the host records the event and launches
+    the call, so the interval holds the call's kernels and not the host's time to launch
+    them, which on an idle GPU it otherwise does (tens of microseconds: a fifth of a small
+    benchmark shape's kernel), and the GPU meets the call busy, at its working clock, not
+    after the host's milliseconds between calls. None where the binding is missing: the
+    call is then timed from an idle GPU."""
     try:
         import cupy
         from cupy_backends.cuda.libs import cublas
@@ -81,8 +85,10 @@ def _busy_work() -> Callable[[], None] | None:
         a, b, c, scalars = held
         # alpha and beta as host addresses (older CuPy) or numbers (newer): either way
         # the product of zeros, whose value nothing reads.
-        sgemm(cupy.cuda.device.get_cublas_handle(), 0, 0, n, n, n, scalars.ctypes.data,
-              a.data.ptr, n, b.data.ptr, n, scalars.ctypes.data + 4, c.data.ptr, n)
+        handle = cupy.cuda.device.get_cublas_handle()
+        for _ in range(BUSY_GEMMS):
+            sgemm(handle, 0, 0, n, n, n, scalars.ctypes.data, a.data.ptr, n, b.data.ptr, n,
+                  scalars.ctypes.data + 4, c.data.ptr, n)
 
     return queue
 
