@@ -195,10 +195,10 @@ class TimedCase:
     untimed, is recorded in full and replayed.
 
     In three stages, so that the window holds the timed calls and little else: the
-    constructor (before the window) puts the operands on the device with every call's A
-    perturbed in advance, and makes the first warm-up call, which compiles the kernels
-    (seconds with numba: every other job would wait through them); `time()` (in the
-    window) makes the other calls; `finish()` (after it) makes the extra call and its
+    constructor (before the window) puts the operands on the device, perturbs every
+    call's A in advance (on the host) and makes the first warm-up call, which compiles
+    the kernels (seconds with numba: every other job would wait through them); `time()`
+    (in the window) makes the other calls; `finish()` (after it) makes the extra call and its
     replay and writes the files."""
 
     def __init__(self, ctx: Context, launch, case: GemmCase, n: int, prefix: str = "",
@@ -213,8 +213,10 @@ class TimedCase:
         calls = self.repeats + self.warmup
         seed = job["perf_seed"] if seed is None else seed
         self.factors = call_factors(seed + n, calls + 1)
-        self.calls_A = [to_device(perturbed_a(ops.A_buf, f, case.trans_a))
-                        for f in self.factors[:calls]]
+        # Computed now, uploaded at each call: kept on the device, a call's kernels could
+        # find the later calls' A there (device memory is the process's to read) and
+        # compute their products ahead.
+        self.calls_A = [perturbed_a(ops.A_buf, f, case.trans_a) for f in self.factors[:calls]]
         self.rows, self.cols = sample_positions(case, seed)
         self.samples: list[np.ndarray] = []
         self.launches: list[int] = []
@@ -227,7 +229,7 @@ class TimedCase:
         gemm(self.launch, A, B, C, self.case.alpha, self.case.beta)
 
     def _before(self) -> None:
-        copy_into(self.bufs[0], self.calls_A[len(self.samples)])
+        copy_into(self.bufs[0], to_device(self.calls_A[len(self.samples)]))
         copy_into(self.bufs[2], self.pristine_C)
         self.ctx.recorder.begin(COUNT)
 
@@ -243,7 +245,7 @@ class TimedCase:
 
     def time(self) -> None:
         self.timings = self._calls(self.repeats, self.warmup - self.early)
-        self.calls_A = []  # the device memory back before the next case
+        self.calls_A = []  # the memory back before the next case
 
     def finish(self) -> None:
         ctx, case, ops, bufs = self.ctx, self.case, self.ops, self.bufs
