@@ -151,8 +151,7 @@ class Guard:
         self.forward_ref = self._innocent_files(FORWARD_REF)
         self._fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                            0o600)
-        self._local = threading.local()
-        self._kinds: dict[str, str] = {}  # file name -> _kind(file name)
+        self._local, self._kinds = threading.local(), {}  # _kinds: file -> _kind(file)
         self._armed = False
         self.log_only = False  # for tests of the guard itself: record, do not stop
 
@@ -212,22 +211,17 @@ class Guard:
         return "", "", 0
 
     def _kind(self, name: str) -> str:
-        """Whose file `name` is: 'submission', 'kit' (the kit's or a compiler's), or ''
-        (a library's). Remembered per file name in `_kinds`: the walk above meets the
-        same few hundred files thousands of times a job (numba's compiler calls id()
-        through copy.deepcopy, ~15,000 times a kernel), and deciding each from the
-        roots cost ~4 us a frame, 0.5-1 s a job on a GPU."""
+        """Whose file `name` is: 'submission', 'kit' (or a compiler's), '' (a library's);
+        kept in `_kinds` (numba's compiler calls id() ~15,000 times a kernel, and deciding
+        each frame afresh cost 0.5-1 s a GPU job)."""
         if name.startswith(self.submission + os.sep):
             return "submission"
-        if self._inside(name, self.kit) or self._inside(name, self.compilers):
-            return "kit"
-        return ""
+        return "kit" if self._inside(name, (*self.kit, *self.compilers)) else ""
 
     # the hook ------------------------------------------------------------------------
 
     def _hook(self, event: str, args: tuple) -> None:
-        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in
-                                              FRAME_ATTRIBUTES):
+        if event == "object.__getattr__" and args[1:2] and args[1] not in FRAME_ATTRIBUTES:
             return  # the commonest event by far (every frame.f_code the walk reads)
         if not self._armed or not self._watched(event, args):
             return
@@ -378,22 +372,19 @@ def describe(refusal: dict) -> str:
 
 
 PREFIX_WORDS = (("ctypes.", "used ctypes (raw memory or foreign functions)"),
-                ("socket.", "used the network"), ("os.", "used the operating system outside "
-                                                        "its folder"),
-                ("shutil.", "touched files outside its folder"),
-                ("glob.", "listed files outside its folder"))
+                ("socket.", "used the network"), ("glob.", "listed files outside its folder"),
+                ("os.", "used the operating system outside its folder"),
+                ("shutil.", "touched files outside its folder"))
 WORDS = {
     "open": "opened a file outside its folder",
-    "os.listdir": "listed a folder outside its own",
-    "os.scandir": "listed a folder outside its own",
+    **dict.fromkeys(("os.listdir", "os.scandir", "glob.glob"), "listed a folder outside its own"),
     "import": "imported a module graded code may not use",
     "builtins.id": "took an object's address with id()",
     "sys._getframe": "inspected the interpreter's frames",
     "object.__getattr__": "reached an interpreter frame",
     "object.__setattr__": "changed an attribute of the kit or a library",
-    "gc.get_objects": "searched the interpreter's objects with gc",
-    "gc.get_referrers": "searched the interpreter's objects with gc",
-    "gc.get_referents": "searched the interpreter's objects with gc",
+    **dict.fromkeys(("gc.get_objects", "gc.get_referrers", "gc.get_referents"),
+                    "searched the interpreter's objects with gc"),
     "_thread.start_new_thread": "started a thread",
     "subprocess.Popen": "started a process",
     "os.system": "started a process",
@@ -406,5 +397,4 @@ WORDS = {
     "shutil.copyfile": "copied a file into or out of its folder",
     "shutil.copytree": "copied a folder into or out of its folder",
     "os.remove": "removed a file outside its folder",
-    "glob.glob": "listed a folder outside its own",
 }
