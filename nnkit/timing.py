@@ -75,17 +75,20 @@ def _busy_work() -> Callable[[], None] | None:
         from cupy_backends.cuda.libs import cublas
     except ImportError:
         return None
-    sgemm, n, held = cublas.sgemm, 1024, []
+    # Every function it calls taken now: looked up at each call, a module attribute the
+    # submission replaced would run inside the timed stretch.
+    sgemm, zeros, handle_of, float32 = (cublas.sgemm, cupy.zeros,
+                                        cupy.cuda.device.get_cublas_handle, cupy.float32)
+    n, held = 1024, []
 
     def queue() -> None:
         if not held:
             scalars = np.ones(2, dtype=np.float32)
-            held.extend([cupy.zeros((n, n), dtype=cupy.float32) for _ in range(3)]
-                        + [scalars])
+            held.extend([zeros((n, n), dtype=float32) for _ in range(3)] + [scalars])
         a, b, c, scalars = held
         # alpha and beta as host addresses (older CuPy) or numbers (newer): either way
         # the product of zeros, whose value nothing reads.
-        handle = cupy.cuda.device.get_cublas_handle()
+        handle = handle_of()
         for _ in range(BUSY_GEMMS):
             sgemm(handle, 0, 0, n, n, n, scalars.ctypes.data, a.data.ptr, n, b.data.ptr, n,
                   scalars.ctypes.data + 4, c.data.ptr, n)
@@ -128,7 +131,10 @@ def time_calls(
     worker passes the clock it captured before the submission was imported.
     """
     clock = clock or capture()
-    events = (clock.event(), clock.event()) if clock.event is not None else None
+    events = (clock.event(), clock.event(), clock.event()) if clock.event is not None else None
+    ahead = clock.queue_ahead if events else None
+    if ahead is not None:
+        ahead()  # its buffers and cuBLAS's handle made now, not in a timed stretch
     for _ in range(warmup):
         if before_each:
             before_each()
@@ -144,16 +150,20 @@ def time_calls(
         clock.sync()
         start = clock.now()
         if events:
-            if clock.queue_ahead is not None:
-                clock.queue_ahead()
+            if ahead is not None:
+                events[2].record(clock.stream)
+                ahead()
             events[0].record(clock.stream)
         run()
         if events:
             events[1].record(clock.stream)
         clock.sync()
-        host.append(clock.now() - start)
+        seconds = clock.now() - start
+        if ahead is not None:  # the queued work is not the call's (escaped_events)
+            seconds -= clock.elapsed(events[2], events[0]) / 1e3
+        host.append(seconds)
         if events:
-            device.append(clock.elapsed(*events) / 1e3)
+            device.append(clock.elapsed(events[0], events[1]) / 1e3)
         if after_each:
             after_each()
     return Timings(host, device if events else None)

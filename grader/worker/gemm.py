@@ -245,12 +245,12 @@ class TimedCase:
 
     def time(self) -> None:
         self.timings = self._calls(self.repeats, self.warmup - self.early)
+        self.C_last = to_host(self.bufs[2])  # before a later case's kernels could touch it
         self.calls_A = []  # the memory back before the next case
 
     def finish(self) -> None:
         ctx, case, ops, bufs = self.ctx, self.case, self.ops, self.bufs
         recorder = ctx.recorder
-        C_last = to_host(bufs[2])
         # The extra call: full record, then the replay of its launches.
         A_extra = perturbed_a(ops.A_buf, self.factors[-1], case.trans_a)
         copy_into(bufs[0], to_device(A_extra))
@@ -266,7 +266,7 @@ class TimedCase:
             if record.own_launches else None
         ctx.snapshot.check()
         name = f"{self.prefix}perf-{self.n}"
-        np.savez(ctx.out / f"{name}.npz", C=C_last, samples=np.stack(self.samples),
+        np.savez(ctx.out / f"{name}.npz", C=self.C_last, samples=np.stack(self.samples),
                  extra_C=extra_C, **save_launches(record, replayed))
         (ctx.out / f"{name}.json").write_text(json.dumps(
             {"host": self.timings.host, "device": self.timings.device,

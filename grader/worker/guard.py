@@ -193,6 +193,8 @@ class Guard:
         kinds = self._kinds
         while frame is not None:
             name = frame.f_code.co_filename
+            if type(name) is not str:  # a str subclass could lie in startswith and ==
+                return "submission", "code of a forged file name", frame.f_lineno
             kind = kinds.get(name)
             if kind is None:
                 kind = kinds[name] = self._kind(name)
@@ -212,8 +214,7 @@ class Guard:
 
     def _kind(self, name: str) -> str:
         """Whose file `name` is: 'submission', 'kit' (or a compiler's), '' (a library's);
-        kept in `_kinds` (numba's compiler calls id() ~15,000 times a kernel, and deciding
-        each frame afresh cost 0.5-1 s a GPU job)."""
+        kept in `_kinds` (numba compiles with ~15,000 id() a kernel: 0.5-1 s a GPU job)."""
         if name.startswith(self.submission + os.sep):
             return "submission"
         return "kit" if self._inside(name, (*self.kit, *self.compilers)) else ""
@@ -274,19 +275,18 @@ class Guard:
             return not (isinstance(owner, str) and self.package
                         and (owner == self.package or owner.startswith(self.package + ".")))
         if event == "compile":
-            # Importing a module compiles its file: the submission's own, or an installed
-            # module's or the kit's (a real file where modules live); not a string.
+            # An import compiles a real file (the submission's, a library's, the kit's).
             filename = args[1] if len(args) > 1 else None
             if isinstance(filename, bytes):
                 filename = os.fsdecode(filename)
-            return not (isinstance(filename, str) and (
+            return not (type(filename) is str and (
                 filename.startswith(self.submission) or (
                     os.path.isfile(filename) and self._inside(
                         os.path.realpath(filename), (*self.read_roots, *self.kit)))))
         if event == "exec":
             code = args[0] if args else None
             filename = getattr(code, "co_filename", "")
-            return not (isinstance(filename, str) and filename.startswith(self.submission))
+            return not (type(filename) is str and filename.startswith(self.submission))
         return True
 
     def _own_path(self, path: str) -> bool:

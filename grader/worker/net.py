@@ -366,6 +366,7 @@ def run_speed(ctx: Context) -> None:
         with ctx.extra["window"].alone():
             for epoch in range(config.epochs):  # as nnkit.training.train, on the trusted clock
                 X, labels = first_data if epoch == 0 else epoch_data(epoch)
+                first_data = None
                 step0 = epoch * len(slices)
                 audited = sum(step0 <= c < step0 + len(slices) for c in full)
                 paused = sum(w.paused for w in wrapped.values())

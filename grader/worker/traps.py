@@ -151,6 +151,7 @@ class Traps:
             self._wrap_cublas()
             self._patch_type(cupy.ndarray, "CuPy arrays")
         sys.meta_path.insert(0, ImportGuard(self))
+        self._index, self._index_key = {}, None  # _bindings' ids hold only while installing
         self.arm()
 
     def _trap_function(self, name: str, original):
@@ -176,8 +177,8 @@ class Traps:
                                                                           str]]]:
         """{id(value): [(module, attribute)]} over the packages' loaded modules, built once
         per install: searching them all for each of the ~40 trapped functions took ~0.7 s
-        of every GEMM job. (Every value indexed is a module's attribute, alive as long as
-        the index.)"""
+        of every GEMM job. Dropped at the end of install(): an id names its object only
+        while the object lives (the `is original` test guards the rest)."""
         key = (packages, len(sys.modules))
         if self._index_key != key:
             index: dict[int, list] = {}

@@ -46,28 +46,31 @@ class Window:
         """The block runs with the GPU to this job (see the module's docstring); the
         window's own GPU work runs under quiet() (the library traps paused: it is not the
         submission's)."""
-        with quiet():
-            if self.fds is not None:
-                probe = probe_array()  # compiled before the window: the others wait in it
-            # No collection of Python's cycles inside the window: a full one over numba's
-            # and CuPy's objects takes tens of milliseconds, a third of a timed epoch of
-            # the network, and would land in one job's timing and not in another's.
-            gc.collect()
-            gc.freeze()
-            gc.disable()
-            try:
+        # No collection of Python's cycles inside the window: a full one over numba's and
+        # CuPy's objects takes tens of milliseconds, a third of a timed epoch of the
+        # network, and would land in one job's timing and not in another's. Collected
+        # before, outside quiet(): what a collection runs (a dead generator's `finally`)
+        # meets the library traps armed.
+        collecting = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            with quiet():
                 if self.fds is not None:
+                    probe = probe_array()  # compiled before the window: the others wait
                     self._say(ASK)
                     if not gpu_idle(self.clock, probe):
                         self._say(BUSY)  # the grader lets the other jobs end, then grants
                 spin_up()
-            except BaseException:
+        except BaseException:
+            if collecting:
                 gc.enable()
-                raise
+            raise
         try:
             yield
         finally:
-            gc.enable()
+            if collecting:
+                gc.enable()
             if self.fds is not None:
                 try:
                     os.write(self.fds[1], DONE)

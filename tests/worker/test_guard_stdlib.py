@@ -104,3 +104,59 @@ def test_stdlib_class_builders_and_numpy_pickles_pass_and_the_rest_is_refused(tm
     # annotation that calls (32), each refused.
     assert events == [("pickle.find_class", 24), ("compile", 28), ("exec", 28),
                       ("compile", 32)], records
+
+
+FORGER = '''\
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Forged(str):
+    """A file name that says it lies in no submission and hashes as another file."""
+
+    def __hash__(self):
+        return str.__hash__(os.path.join(HERE, "other.py"))
+
+    def __eq__(self, other):
+        return str.__eq__(os.path.join(HERE, "other.py"), other)
+
+    def startswith(self, prefix, *args):
+        return prefix != HERE + os.sep
+
+
+def forge():
+    code = compile("import sys\\nsys._getframe()\\n", Forged(os.path.join(HERE, "x.py")), "exec")
+    exec(code, {})
+'''
+
+
+def test_a_file_name_of_a_str_subclass_is_the_submissions(tmp_path):
+    """The guard decides whose a frame is by its file name and remembers the answer: a
+    str subclass whose startswith, hash and == lie would pass for the kit's file, and
+    make the guard remember a real submission file as the kit's. Its compile is refused,
+    and a frame of such a name counts as the submission's."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "forger.py").write_text(FORGER)
+    driver = textwrap.dedent('''\
+        import sys
+        from pathlib import Path
+        from grader.worker import guard
+        folder = Path(sys.argv[1])
+        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl", read_roots=[folder])
+        hook.log_only = True
+        hook.arm()
+        sys.path.insert(0, str(folder))
+        import forger
+        forger.forge()
+        ''')
+    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in
+               (tmp_path / "guard.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in records][:2] == ["compile", "exec"], records
+    assert ("sys._getframe", "code of a forged file name") in [
+        (r["event"], r["file"]) for r in records], records
