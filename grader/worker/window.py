@@ -46,15 +46,7 @@ class Window:
         """The block runs with the GPU to this job (see the module's docstring); the
         window's own GPU work runs under quiet() (the library traps paused: it is not the
         submission's)."""
-        # No collection of Python's cycles inside the window: a full one over numba's and
-        # CuPy's objects takes tens of milliseconds, a third of a timed epoch of the
-        # network, and would land in one job's timing and not in another's. Collected
-        # before, outside quiet(): what a collection runs (a dead generator's `finally`)
-        # meets the library traps armed.
-        collecting = gc.isenabled()
-        gc.collect()
-        gc.disable()
-        try:
+        with _no_cycle_collection():
             with quiet():
                 if self.fds is not None:
                     probe = probe_array()  # compiled before the window: the others wait
@@ -62,20 +54,14 @@ class Window:
                     if not gpu_idle(self.clock, probe):
                         self._say(BUSY)  # the grader lets the other jobs end, then grants
                 spin_up()
-        except BaseException:
-            if collecting:
-                gc.enable()
-            raise
-        try:
-            yield
-        finally:
-            if collecting:
-                gc.enable()
-            if self.fds is not None:
-                try:
-                    os.write(self.fds[1], DONE)
-                except OSError:
-                    pass
+            try:
+                yield
+            finally:
+                if self.fds is not None:
+                    try:
+                        os.write(self.fds[1], DONE)
+                    except OSError:
+                        pass
 
     def _say(self, what: bytes) -> None:
         try:
@@ -86,6 +72,23 @@ class Window:
         if answer != GRANT:
             raise NoWindow("the grader gave no timing window (each timed job has a few, "
                            "each for a limited time)")
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """No collection of Python's cycles in the block: a full one over numba's and CuPy's
+    objects takes tens of milliseconds, a third of a timed epoch of the network, and would
+    land in one job's timing and not in another's. Collected before it, outside the
+    library traps' pause (what a collection runs, a dead generator's `finally`, meets
+    the traps armed); the collector's state is restored after."""
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def probe_array() -> Any:
