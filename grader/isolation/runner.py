@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import safe_io
+from grader.checks import refusals
 from grader.isolation import gpus, probe, sandbox
 from grader.isolation.windows import WindowServer
 from grader.submissions import copy_submission
@@ -84,7 +85,7 @@ class WorkerRun:
         if self.timed_out:
             return f"stopped after the {limit:g} s time limit"
         if self.returncode == guard.GUARD_STATUS:
-            return (guard.stop_message(self.outdir)
+            return (refusals.stop_message(self.outdir)
                     or "the grader stopped the submission: it did what graded code may not")
         if self.returncode == sandbox.SETUP_FAILED:
             return f"the grader could not start the sandbox: {self._last_line()}"

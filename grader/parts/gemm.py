@@ -15,7 +15,7 @@ from grader.cases.gemm import (
     profile_case,
     replayed_cases,
 )
-from grader.checks import anticheat, simperf
+from grader.checks import anticheat, refusals, simperf
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import sanitizer
 from grader.isolation.runner import copy_submission, run_worker
@@ -23,7 +23,7 @@ from grader.parts.common import failure_message, fresh_copy, graded_item
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
-from grader.worker import CUBLAS, guard
+from grader.worker import CUBLAS
 from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
@@ -147,7 +147,7 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
                 for n, c in enumerate(cases)]
     collapse_repeats(outcomes)  # an error text once per item, not once per case
     correct = all(o.passed for o in outcomes)
-    stopped_by_guard = guard.stop_message(run.outdir)
+    stopped_by_guard = refusals.stop_message(run.outdir)
     item_id = f"gemm.{kernel}.correctness"
     failures = [o for o in outcomes if not o.passed]
     if stopped_by_guard:

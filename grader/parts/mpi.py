@@ -53,6 +53,7 @@ import numpy as np
 
 from grader import safe_io
 from grader.cases import mpi as mpi_cases
+from grader.checks import refusals
 from grader.checks.gemm import error_text
 from grader.checks.mpi import (
     check_allreduce,
@@ -66,7 +67,6 @@ from grader.parts.common import check_rows, failure_message, graded_item
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
-from grader.worker import guard
 from nnkit import network
 from nnkit.collectives import (
     MPICH_YIELD,
@@ -314,7 +314,7 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
         outcomes.append(CaseOutcome(name, passed, message))
     collapse_repeats(outcomes)  # an error text once per item, not once per case
     failures = [o for o in outcomes if not o.passed]
-    stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(limit)
+    stopped, incomplete = refusals.stop_message(run.outdir), run.incomplete(limit)
     if stopped:
         message = stopped
     elif failures:

@@ -24,7 +24,7 @@ from pathlib import Path
 from grader import safe_io
 from grader.cases import mpi_combined as cases
 from grader.cases.net import BACKPROP_MODULE, KERNELS_MODULE
-from grader.checks import anticheat
+from grader.checks import anticheat, refusals
 from grader.checks.mpi_combined import (
     check_combined,
     shared_rows,
@@ -36,7 +36,6 @@ from grader.parts.common import all_or_nothing, fresh_copy
 from grader.parts.mpi import _rank_results, run_mpi_job
 from grader.results import NOT_GRADED, ItemResult
 from grader.scoring import Config
-from grader.worker import guard
 from nnkit import network
 from nnkit.collectives import find_mpiexec
 from nnkit.mnist import MnistFormatError, Split
@@ -112,7 +111,7 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
             checks.append({"case": cases.label(case), "passed": False, "message": problem})
             break
         results.append(got)
-    stopped, incomplete = guard.stop_message(run.outdir), run.incomplete(seconds)
+    stopped, incomplete = refusals.stop_message(run.outdir), run.incomplete(seconds)
     broken = next((r.failure for r in rules if r.failure), "")
     if stopped:
         ok, message = False, stopped

@@ -17,7 +17,7 @@ from grader.cases.net import (
     job_inputs,
     unit_cases,
 )
-from grader.checks import anticheat
+from grader.checks import anticheat, refusals
 from grader.checks.net import AGREEMENT_TOL, check_unit, relative_norms
 from grader.checks.net_training import (
     audit_problem,
@@ -32,7 +32,6 @@ from grader.parts.common import check_rows, failure_message, fresh_copy, graded_
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, speed_share
-from grader.worker import guard
 from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
 from nnkit.submission import NAMED
@@ -131,7 +130,7 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail, config.secret,
                            n in replay)
                 for n, c in enumerate(cases)]
-    stopped_by_guard = guard.stop_message(run.outdir)
+    stopped_by_guard = refusals.stop_message(run.outdir)
     items = []
     for item_id in ITEMS:
         mine = [o for o in outcomes if FUNCTIONS[o.function][1] == item_id]
@@ -181,7 +180,7 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
                       "modes": plan.modes,
                       "audit_calls": training_audits(reference, config.secret)},
                      workdir, _limit(config, on_gpu), on_gpu)
-    stopped_by_guard = guard.stop_message(run.outdir)
+    stopped_by_guard = refusals.stop_message(run.outdir)
     stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
     agree_checks, acc_checks = [], []
     integrity: str | None = None
@@ -315,7 +314,7 @@ def time_training(copy: Path, workdir: Path, config: Config, reference: Referenc
                       "mode": plan.modes[SPEED_MODE],
                       "audit_calls": speed_audit_steps(reference, config.secret)},
                      workdir, limit, on_gpu, windows=1)
-    stopped = guard.stop_message(run.outdir) or run.stop_reason(limit)
+    stopped = refusals.stop_message(run.outdir) or run.stop_reason(limit)
     ref_params = reference.params[SPEED_MODE]
     got, problem = load_params(run.outdir, "speed", ref_params, stopped)
     if problem:

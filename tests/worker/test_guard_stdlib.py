@@ -58,10 +58,11 @@ from pathlib import Path
 import numpy as np
 import collections, dataclasses, inspect, typing  # loaded before arming, as in the worker
 from grader.worker import guard
+from grader.worker.common import read_roots
 
 folder = Path(sys.argv[1])
 record = folder.parent / "guard.jsonl"
-hook = guard.Guard(folder, [], record, read_roots=[folder])
+hook = guard.Guard(folder, [], record, read_roots=[folder, *read_roots()])
 hook.log_only = True
 hook.arm()
 sys.path.insert(0, str(folder))
@@ -144,8 +145,10 @@ def test_a_file_name_of_a_str_subclass_is_the_submissions(tmp_path):
         import sys
         from pathlib import Path
         from grader.worker import guard
+        from grader.worker.common import read_roots
         folder = Path(sys.argv[1])
-        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl", read_roots=[folder])
+        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
+                           read_roots=[folder, *read_roots()])
         hook.log_only = True
         hook.arm()
         sys.path.insert(0, str(folder))

@@ -52,3 +52,23 @@ def test_the_idle_probe_sees_a_stopped_processs_kernel_still_running():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_launch_bound_window_pins_the_thread_to_one_cpu_and_gives_its_cpus_back():
+    from grader.worker.window import Window
+    from nnkit.backend import select
+    from nnkit.timing import capture
+
+    select()
+    before = os.sched_getaffinity(0)
+    window = Window(None, capture())
+    with window.alone(launch_bound=True):
+        window.fastest_cpu()
+        chosen = os.sched_getaffinity(0)
+        assert len(chosen) == 1 and chosen <= before
+        window.fastest_cpu()  # chosen again among all of them, not the one just chosen
+        assert os.sched_getaffinity(0) <= before
+    assert os.sched_getaffinity(0) == before
+    with window.alone():  # not launch-bound: nothing moves
+        window.fastest_cpu()
+        assert os.sched_getaffinity(0) == before

@@ -133,6 +133,7 @@ CHEAT_IMPORTS = frozenset({
     "pickle", "marshal", "code", "codeop", "runpy", "grader", "nnkit", "torch", "jax",
     "jaxlib", "tensorflow", "scipy", "sklearn", "cupy", "cupyx", "cupy_backends",
     "subprocess", "socket", "multiprocessing", "pty", "_thread", "_posixsubprocess",
+    "weakref", "_weakref", "atexit",
 })
 
 

@@ -1,0 +1,101 @@
+"""The audit hook and code the interpreter runs for the submission with no frame of the
+submission's own on the stack: a builtin registered as a weakref finalizer or bound into
+a dunder with functools.partial runs when a kit frame drops the object, and a module the
+submission wrote outside its folder runs in frames of a file that is neither the kit's
+nor a library's. Each is refused. Run in a fresh interpreter (a hook cannot be removed);
+the hook only records here, so the commands are harmless ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import KIT_ROOT
+
+STUDENT = '''\
+import functools, gc, os, sys, weakref
+
+
+class Receipt:
+    pass
+
+
+def finalizer_runs_a_shell():
+    receipt = Receipt()
+    weakref.finalize(receipt, os.system, "true")
+    return receipt
+
+
+def finalizer_walks_the_objects():
+    receipt = Receipt()
+    weakref.finalize(receipt, gc.get_objects)
+    return receipt
+
+
+class Bound:
+    __del__ = functools.partial(os.system, "true")
+
+
+def partial_dunder():
+    return Bound()
+
+
+def module_written_elsewhere(scratch):
+    with open(os.path.join(scratch, "helper_w.py"), "w") as f:
+        f.write("import sys\\ndef peek():\\n    return sys._getframe(1).f_locals\\n")
+    sys.path.append(scratch)
+    import helper_w
+    return helper_w
+'''
+
+KIT = '''\
+def drop(make):
+    make()  # the result dropped here, in a kit frame
+
+
+def call(function):
+    return function()
+'''
+
+DRIVER = '''\
+import functools, gc, sys, weakref  # loaded before arming, as in the worker
+from pathlib import Path
+from grader.worker import guard
+from grader.worker.common import read_roots
+
+folder, kit, scratch = (Path(a) for a in sys.argv[1:4])
+hook = guard.Guard(folder, [kit], folder.parent / "guard.jsonl", [scratch],
+                   [folder, *read_roots()])
+hook.log_only = True
+hook.arm()
+sys.path[:0] = [str(folder), str(kit)]
+import student, kitcode
+
+for name in ("finalizer_runs_a_shell", "finalizer_walks_the_objects", "partial_dunder"):
+    print("stage", name, flush=True)
+    kitcode.drop(getattr(student, name))
+helper = student.module_written_elsewhere(str(scratch))
+kitcode.call(helper.peek)
+'''
+
+
+def test_callbacks_the_interpreter_runs_and_modules_written_elsewhere_are_refused(tmp_path):
+    folder, kit, scratch = (tmp_path / name for name in ("sub", "kit", "scratch"))
+    for path in (folder, kit, scratch):
+        path.mkdir()
+    (folder / "student.py").write_text(STUDENT)
+    (kit / "kitcode.py").write_text(KIT)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER), str(folder),
+                             str(kit), str(scratch)], cwd=KIT_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in
+               (tmp_path / "guard.jsonl").read_text().splitlines()]
+    events = [(r["event"], r["file"]) for r in records]
+    assert [e for e, _ in events] == ["os.system", "gc.get_objects", "os.system",
+                                      "sys._getframe"], records
+    # The frameless ones name where the interpreter ran them; the written module's frame
+    # is the submission's, by its file name.
+    assert events[0][1].startswith("called from ") and events[3][1] == "helper_w.py", events
