@@ -102,6 +102,21 @@ def ring_bytes_needed(length: int, ranks: int, itemsize: int = 4) -> int:
     return length * itemsize if ranks > 1 else 0
 
 
+def ring_bytes_allowed(length: int, ranks: int, itemsize: int = 4) -> int | None:
+    """The most bytes a rank of a chunked ring may send to the others (and receive), or
+    None where it is not checked: p = 2 (the ring and a whole-buffer relay move the same)
+    and n < p^2 (chunks of a few elements, which a correct split may leave empty).
+
+    The chunked ring sends 2n - c_(r+1) - c_(r+2) elements from rank r (ring_bytes_needed),
+    about 2n (p - 1) / p; a relay of the whole buffer around the ring (a running sum to the
+    last rank, then the total back) sends 2n from most ranks. The bound, 2n - n/p, sits
+    between them: a split into chunks of floor or ceil(n/p) (or the remainder in one) is
+    under it by n/p, less a few elements."""
+    if ranks < 3 or length < ranks * ranks:
+        return None
+    return (2 * length - length // ranks) * itemsize
+
+
 def _bytes_moved(got: list[dict[str, np.ndarray]], p: int) -> tuple[np.ndarray | None, str]:
     """The p x p matrix of bytes each rank handed MPI for each other rank, from the ranks'
     tallies (diagonal: to itself, not counted as moved)."""
@@ -182,6 +197,15 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                        "bytes each way on every rank (each of its values must reach the "
                        "others, and each sum needs values only the others hold): the ring "
                        "must move the data with point-to-point messages of `comm`")
+    allowed = ring_bytes_allowed(length, p)
+    for r in range(p if allowed is not None else 0):
+        sent, received = int(matrix[r].sum()), int(matrix[:, r].sum())
+        if max(sent, received) > allowed:
+            return False, (f"rank {r} sent {sent} bytes and received {received}: a ring "
+                           f"all-reduce in chunks moves about 2(p-1)/p of the buffer each "
+                           f"way, at most {allowed} bytes for {length} float32 values on {p} "
+                           "ranks; whole buffers passed around the ring are not the ring "
+                           "algorithm (reduce-scatter, then all-gather, a chunk per step)")
     sent = [int(matrix[r].sum()) for r in range(p)]
     note = f"; {'; '.join(notes)}" if notes else ""
     return True, (f"every rank within the bound (largest error / bound {worst:.2f}; "

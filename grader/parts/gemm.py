@@ -15,7 +15,7 @@ from grader.cases.gemm import (
     profile_case,
     replayed_cases,
 )
-from grader.checks import anticheat, refusals, simperf
+from grader.checks import anticheat, gemm_structure, refusals, simperf
 from grader.checks.gemm import check_case, check_perf, error_text
 from grader.isolation import sanitizer
 from grader.isolation.runner import copy_submission, run_worker
@@ -169,6 +169,12 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     integrity = stopped_by_guard or None
     if profile is not None and not load_error.exists():
         figures[simperf.KEY] = memory_traffic(kernel, profile, run.outdir, workroot, config)
+        not_this_version = gemm_structure.problem(
+            kernel, simperf.read_counts(run.outdir)[0], profile)
+        if not_this_version and not stopped_by_guard:
+            correct = False
+            message = not_this_version + (f"; {message}" if failures else "")
+            integrity = message
     if called or (written and config.static_scan_fails):
         correct = False
         found = anticheat.summary(called or written)

@@ -6,7 +6,9 @@ wrappers over NumPy arrays: a "kernel" could sum a whole row with NumPy (`np.mul
 simulator although numba could never compile it for a GPU. Compiled CUDA kernels work on
 single elements: NumPy functions (ufuncs) and array methods on kernel arguments do not
 exist there. `install()` makes the simulator's kernel arrays refuse them too, so that a
-kernel graded in the simulator is one that could run on a GPU.
+kernel graded in the simulator is one that could run on a GPU. It also mends one place
+where the simulator refuses what a GPU runs: dynamic shared memory of a NumPy scalar type
+(`cuda.shared.array(0, np.float32)`), for which it reads `itemsize` off the class.
 """
 
 from __future__ import annotations
@@ -47,4 +49,37 @@ def install() -> bool:
 
     cls.__array_ufunc__ = array_ufunc
     cls.__getattr__ = getattr_
+    _mend_dynamic_shared()
     return True
+
+
+def _mend_dynamic_shared() -> None:
+    """np.float32 (a class) as the dtype of dynamic shared memory, as numba compiles it.
+    FakeCUDAShared.array is replaced whole, not wrapped: it keys static arrays by its
+    caller's line, which a wrapper would make one line for every array."""
+    import sys
+
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    shared = getattr(kernelapi, "FakeCUDAShared", None)
+    if shared is None or not hasattr(kernelapi, "numpy_support"):
+        return
+
+    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if alignment is not None:
+            raise RuntimeError("Array alignment is not supported in cudasim")
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        dtype = np.dtype(dtype)
+        if shape == 0:  # dynamic: views of one buffer, as many whole elements as fit
+            count = self._dynshared_size // dtype.itemsize
+            return np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
+        caller = sys._getframe(1)  # one array per allocating line, as numba's
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        found = self._allocations.get(key)
+        if found is None:
+            found = self._allocations[key] = np.empty(shape, dtype)
+        return found
+
+    shared.array = array

@@ -75,6 +75,10 @@ class KernelCounts:
     shared_store_requests: int = 0
     shared_store_accesses: int = 0
     shared_store_conflicts: int = 0
+    threads: int = 0  # CUDA threads launched (grid times block, every launch)
+    # Dynamic shared memory asked for (bytes, the largest launch): its accesses are not
+    # counted (simcheck does not track its views), but it shows the kernel stages tiles.
+    dynamic_shared_bytes: int = 0
     # Per array argument, by the kernel's parameter name: [load requests, load sectors,
     # store requests, store sectors] (which operand is read uncoalesced).
     arrays: dict[str, list[int]] = field(default_factory=dict)
@@ -126,11 +130,15 @@ class Counter:
 
     # launches and blocks -------------------------------------------------------------
 
-    def begin_launch(self, name: str, arrays: dict[int, str] | None = None) -> None:
-        """A kernel launch begins; `arrays`: buffer start -> parameter name of its array
-        arguments."""
+    def begin_launch(self, name: str, arrays: dict[int, str] | None = None,
+                     threads: int = 0, dynamic_shared: int = 0) -> None:
+        """A kernel launch of `threads` CUDA threads begins; `arrays`: buffer start ->
+        parameter name of its array arguments."""
         self._current = self.kernels.setdefault(name, KernelCounts())
         self._current.launches += 1
+        self._current.threads += threads
+        self._current.dynamic_shared_bytes = max(self._current.dynamic_shared_bytes,
+                                                 dynamic_shared)
         self._arrays = arrays or {}
 
     def end_launch(self) -> None:
@@ -245,7 +253,8 @@ def hooks(counter: Counter) -> list[tuple[Any, str, Any]]:
             if self._device or kernel._kernel_context:  # a device function
                 return original(self, *args)
             counter.begin_launch(str(getattr(self.fn, "__name__", "kernel")),
-                                 array_names(self.fn, args))
+                                 array_names(self.fn, args), _threads(self),
+                                 int(getattr(self, "dynshared_size", 0) or 0))
             try:
                 return original(self, *args)
             finally:
@@ -269,6 +278,15 @@ def hooks(counter: Counter) -> list[tuple[Any, str, Any]]:
     return [(kernel.FakeCUDAKernel, "__call__", kernel_call),
             (kernel.BlockManager, "run", block_run),
             (kernel.BlockThread, "syncthreads", syncthreads)]
+
+
+def _threads(kernel: Any) -> int:
+    """Threads of a configured simulator kernel (its grid_dim and block_dim: dim3s)."""
+    total = 1
+    for dims in (getattr(kernel, "grid_dim", None), getattr(kernel, "block_dim", None)):
+        for d in tuple(dims or ())[:3]:
+            total *= int(d)
+    return total
 
 
 def _layout(ary: np.ndarray) -> tuple[int, int]:

@@ -139,6 +139,30 @@ def test_a_ring_with_uneven_chunks_meets_the_byte_bound(p):
     assert any(tightest)
 
 
+@pytest.mark.parametrize("p", [3, 4, 5, 8])
+def test_chunked_rings_stay_under_the_upper_byte_bound_and_a_relay_does_not(p):
+    """Splits into chunks of floor(n/p) with the remainder spread (the kit's), of ceil(n/p)
+    with a short last one, and of floor(n/p) with the remainder in the last: every rank's
+    bytes under ring_bytes_allowed. A relay of the whole buffer sends 2n from a rank."""
+    from nnkit.collectives import split_counts
+
+    for n in [p * p, p * p + 1, 1001, 3001, 100002]:
+        allowed = mpi_checks.ring_bytes_allowed(n, p) // 4
+        ceil = -(-n // p)
+        splits = [split_counts(n, p),
+                  [min(ceil, max(0, n - k * ceil)) for k in range(p)],
+                  [n // p] * (p - 1) + [n - (p - 1) * (n // p)]]
+        for c in splits:
+            assert sum(c) == n
+            for r in range(p):
+                sent = 2 * n - c[(r + 1) % p] - c[(r + 2) % p]
+                received = 2 * n - c[r] - c[(r + 1) % p]
+                assert max(sent, received) <= allowed, (n, r, c)
+        assert 2 * n > allowed  # the relay's busiest ranks
+    assert mpi_checks.ring_bytes_allowed(1001, 2) is None  # p = 2: a relay is a ring
+    assert mpi_checks.ring_bytes_allowed(p * p - 1, p) is None
+
+
 @pytest.mark.parametrize("p", [2, 3, 4, 5])
 def test_only_a_ring_passes_the_neighbour_rule(p):
     """Bytes sent, rank by rank (row: from, column: to): a ring either way round passes;

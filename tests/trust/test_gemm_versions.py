@@ -1,0 +1,85 @@
+"""A kernel must be the version its file names (grader/checks/gemm_structure.py): the
+naive kernel copied into the shared-memory and register files computes every case right,
+and earns neither item; nor does a naive kernel that keeps a token shared array. The
+solution's kernels pass. Graded in the simulator, where the counted call runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from grader.cases.gemm import GemmCase
+from grader.checks import gemm_structure
+from tests.conftest import KIT_ROOT, run_kit
+
+NAIVE = (KIT_ROOT / "solution" / "gemm_1_naive.py").read_text()
+# A shared array written and read, so that the kernel "uses" shared memory, while every
+# product still reads A and B from global memory.
+TOKEN = '''
+    token = cuda.shared.array(1, np.float32)
+    if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+        token[0] = 1.0
+    cuda.syncthreads()
+    j, i = cuda.grid(2)'''
+
+
+def _as(version: str, text: str = NAIVE) -> str:
+    return text.replace("gemm_naive", f"gemm_{version}")
+
+
+@pytest.mark.slow
+def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
+    naive = tmp_path / "naive_everywhere"
+    token = tmp_path / "token_shared"
+    for folder in (naive, token):
+        shutil.copytree(KIT_ROOT / "solution", folder)
+    (naive / "gemm_2_shared.py").write_text(_as("shared"))
+    (naive / "gemm_3_register.py").write_text(_as("register"))
+    tokened = _as("shared").replace("\n    j, i = cuda.grid(2)", TOKEN, 1)
+    tokened = tokened.replace("acc += A[i, k] * B[k, j]", "acc += A[i, k] * B[k, j] * token[0]")
+    assert "token[0]" in tokened
+    (token / "gemm_2_shared.py").write_text(tokened)
+    solution = shutil.copytree(KIT_ROOT / "solution", tmp_path / "solution")
+    out = tmp_path / "out"
+    result = run_kit("grader", str(naive), str(token), str(solution), "--parts", "gemm",
+                     "--kernels", "shared,register", "--jobs", "2", "--seed", "5",
+                     "--out", str(out), env={"NNKIT_DEVICE": "sim"})
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def item(name: str, kernel: str) -> dict:
+        report = json.loads((out / f"{name}.json").read_text())
+        return next(i for i in report["items"] if i["id"] == f"gemm.{kernel}.correctness")
+
+    for kernel in ("shared", "register"):
+        assert item("solution", kernel)["points"] == item("solution", kernel)["max_points"]
+    shared, register = item("naive_everywhere", "shared"), item("naive_everywhere", "register")
+    assert shared["points"] == 0 and "reads nothing from shared memory" in shared["message"]
+    assert register["points"] == 0 and "4096 threads for 4096 elements" in register["message"]
+    tokened_item = item("token_shared", "shared")
+    assert tokened_item["points"] == 0, tokened_item
+    assert "values from global memory per multiply-add" in tokened_item["message"]
+    assert item("token_shared", "register")["points"] > 0
+
+
+def _counts(**values: int) -> dict[str, dict]:
+    return {"k": {"global_load_accesses": 0, "shared_load_accesses": 0, "threads": 0,
+                  **values}}
+
+
+def test_the_version_rules_at_their_edges():
+    case = GemmCase(64, 64, 16, 1.0, 0.0, seed=1)
+    fmas = 64 * 64 * 16
+    shared_ok = _counts(global_load_accesses=int(1.5 * fmas), shared_load_accesses=1)
+    assert gemm_structure.problem("shared", shared_ok, case) == ""
+    too_many = _counts(global_load_accesses=int(1.5 * fmas) + 1, shared_load_accesses=1)
+    assert "per multiply-add" in gemm_structure.problem("shared", too_many, case)
+    assert "nothing from shared" in gemm_structure.problem("shared", _counts(), case)
+    dynamic = _counts(dynamic_shared_bytes=8192)  # its accesses are not counted
+    assert gemm_structure.problem("shared", dynamic, case) == ""
+    assert gemm_structure.problem("register", _counts(threads=64 * 64 // 2), case) == ""
+    assert "threads" in gemm_structure.problem("register", _counts(threads=64 * 64 // 2 + 1),
+                                                case)
+    assert gemm_structure.problem("naive", _counts(threads=10 ** 6), case) == ""
+    assert gemm_structure.problem("shared", None, case) == ""  # not counted: cases decide

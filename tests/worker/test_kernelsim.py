@@ -1,0 +1,57 @@
+"""The simulator as the worker sets it up (grader/worker/kernelsim.py): dynamic shared
+memory of a NumPy scalar type, which numba compiles for a GPU, runs; static shared arrays
+on different lines stay apart (the mended allocator keys them by the kernel's line, not
+its own). Run in a fresh interpreter: the simulator is chosen at import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import KIT_ROOT
+
+SCRIPT = '''\
+import os
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+import numpy as np
+from numba import cuda
+from grader.worker import kernelsim
+
+assert kernelsim.install()
+
+
+@cuda.jit
+def dynamic(out):
+    smem = cuda.shared.array(0, np.float32)
+    i = cuda.threadIdx.x
+    smem[i] = i
+    cuda.syncthreads()
+    out[i] = smem[3 - i]
+
+
+@cuda.jit
+def two_static(out):
+    a = cuda.shared.array(4, np.float32)
+    b = cuda.shared.array(4, np.float32)
+    i = cuda.threadIdx.x
+    a[i] = 1.0
+    b[i] = 2.0
+    cuda.syncthreads()
+    out[i] = a[i] + 10 * b[i]
+
+
+out = np.zeros(4, np.float32)
+dynamic[1, 4, 0, 16](out)
+print("dynamic", out.tolist())
+two_static[1, 4](out)
+print("static", out.tolist())
+'''
+
+
+def test_dynamic_shared_memory_of_a_numpy_type_runs_and_static_arrays_stay_apart():
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "dynamic [3.0, 2.0, 1.0, 0.0]" in result.stdout
+    assert "static [21.0, 21.0, 21.0, 21.0]" in result.stdout
