@@ -85,6 +85,15 @@ TWO_PATH_EVENTS = frozenset({"os.rename", "shutil.move", "shutil.copyfile", "shu
 # Attributes whose reading hands out a frame, and from it every local of the kit.
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back",
                               "gi_suspended", "cr_suspended"})
+# Operations whose frame must name them: the frame that runs when the operation happens
+# names the function it calls (`open`, `sys._getframe`, `tb.tb_frame`) somewhere in its
+# code, however it is written. One that does not came through a call made by the
+# interpreter (a finalizer or a partial-bound dunder run as a kit frame dropped an object,
+# map() consumed there): refused, whoever the walk finds, since such a chain reads the
+# kit's frames and files with only kit frames on the stack. A word here is looked for in
+# the names and locals of the frame's code (`_open`, `opener`, `getframe = sys._getframe`).
+NAMED_EVENTS = {"open": "open", "sys._getframe": "getframe",
+                "sys._getframemodulename": "getframe"}
 # Threads whose work is the kit's: the CUDA simulator's (one per simulated CUDA thread).
 TRUSTED_THREADS = ("numba",)
 # Standard-library modules that look at the caller's frame or set attributes of the
@@ -249,7 +258,11 @@ class Guard:
             return  # the hook's own operations (sys._getframe) are not judged
         self._local.busy = True
         try:
-            caller = sys._getframe(1).f_code.co_filename
+            code = sys._getframe(1).f_code
+            if not _named(event, args, code):
+                self._refuse(event, args, *_origin())
+                return
+            caller = code.co_filename
             if event in INNOCENT_EVENTS and caller in self.innocent:
                 return
             if event in CODEGEN_EVENTS and caller in self.codegen:
@@ -343,6 +356,15 @@ class Guard:
         if self.log_only:
             return
         os._exit(GUARD_STATUS)
+
+
+def _named(event: str, args: tuple, code: object) -> bool:
+    """Does `code` (the frame running as `event` happens) name the operation? True for
+    the events that need not (see NAMED_EVENTS)."""
+    if event == "object.__getattr__":  # a frame attribute: its name, exactly
+        return len(args) > 1 and args[1] in code.co_names
+    word = NAMED_EVENTS.get(event)
+    return word is None or any(word in name for name in (*code.co_names, *code.co_varnames))
 
 
 def _origin() -> tuple[str, int]:

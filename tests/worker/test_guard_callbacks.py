@@ -2,8 +2,9 @@
 submission's own on the stack: a builtin registered as a weakref finalizer or bound into
 a dunder with functools.partial runs when a kit frame drops the object, and a module the
 submission wrote outside its folder runs in frames of a file that is neither the kit's
-nor a library's. Each is refused. Run in a fresh interpreter (a hook cannot be removed);
-the hook only records here, so the commands are harmless ones."""
+nor a library's; and builtins the interpreter maps there (open, sys._getframe) whose
+results the submission keeps. Each is refused. Run in a fresh interpreter (a hook cannot
+be removed); the hook only records here, so the commands are harmless ones."""
 
 from __future__ import annotations
 
@@ -42,6 +43,24 @@ def partial_dunder():
     return Bound()
 
 
+HOLDER = []
+
+
+def chain_opens_a_file(path):
+    """open() mapped by a finalizer: a writable file of the kit's, handed back."""
+    receipt = Receipt()
+    weakref.finalize(receipt, list, map(HOLDER.append, map(open, [path], ["w"])))
+    return receipt
+
+
+class Peek:
+    __del__ = functools.partial(list, map(HOLDER.append, map(sys._getframe, [0])))
+
+
+def chain_takes_a_frame():
+    return Peek()
+
+
 def module_written_elsewhere(scratch):
     with open(os.path.join(scratch, "helper_w.py"), "w") as f:
         f.write("import sys\\ndef peek():\\n    return sys._getframe(1).f_locals\\n")
@@ -76,6 +95,9 @@ import student, kitcode
 for name in ("finalizer_runs_a_shell", "finalizer_walks_the_objects", "partial_dunder"):
     print("stage", name, flush=True)
     kitcode.drop(getattr(student, name))
+kitcode.drop(functools.partial(student.chain_opens_a_file, str(folder.parent / "r.json")))
+kitcode.drop(student.chain_takes_a_frame)
+print("holder", len(student.HOLDER), flush=True)
 helper = student.module_written_elsewhere(str(scratch))
 kitcode.call(helper.peek)
 '''
@@ -94,8 +116,9 @@ def test_callbacks_the_interpreter_runs_and_modules_written_elsewhere_are_refuse
     records = [json.loads(line) for line in
                (tmp_path / "guard.jsonl").read_text().splitlines()]
     events = [(r["event"], r["file"]) for r in records]
-    assert [e for e, _ in events] == ["os.system", "gc.get_objects", "os.system",
-                                      "sys._getframe"], records
+    assert [e for e, _ in events] == ["os.system", "gc.get_objects", "os.system", "open",
+                                      "sys._getframe", "sys._getframe"], records
     # The frameless ones name where the interpreter ran them; the written module's frame
     # is the submission's, by its file name.
-    assert events[0][1].startswith("called from ") and events[3][1] == "helper_w.py", events
+    assert all(file.startswith("called from ") for _, file in events[:5]), events
+    assert events[5][1] == "helper_w.py", events
