@@ -12,8 +12,9 @@ to have each thread compute several elements of C (16 in the handout's design), 
   element of A and one of B per multiply-add); tiles of T x T load 2/T, and even staging
   one operand only loads about once. A token shared array the kernel does not read from
   its tiles leaves the global loads at two.
-- register, hierarchical: at most one CUDA thread per MIN_OUTPUTS_PER_THREAD elements of
-  C (the naive and shared kernels launch a thread per element).
+- register, hierarchical: the kernel that loads the most (the product's; another may
+  scale C by beta first) runs at most one CUDA thread per MIN_OUTPUTS_PER_THREAD elements
+  of C (the naive and shared kernels run a thread per element).
 
 The counted call is made in the simulator only; on a GPU the speed items tell a naive
 kernel from a blocked one. A call that was not counted is judged by its cases alone.
@@ -49,9 +50,12 @@ def problem(kernel: str, counts: dict[str, dict] | None, case: GemmCase | None) 
                     f"tiles staged in shared memory at most {SHARED_GLOBAL_LOADS_PER_FMA:g}): "
                     "its tiles are not what it computes from")
     if kernel in ("register", "hierarchical"):
-        threads = total["threads"]
+        # The kernel that loads the most computes the product; others may scale C first.
+        main = max(counts.values(), key=lambda c: int(c.get("global_load_accesses", 0))
+                   + int(c.get("shared_load_accesses", 0)))
+        threads = int(main.get("threads", 0))
         if threads and threads * MIN_OUTPUTS_PER_THREAD > outputs:
-            return (f"the {kernel} version launches {threads} threads for {outputs} elements "
-                    f"of C (counted on {case.label()}): register blocking has each thread "
-                    f"compute at least {MIN_OUTPUTS_PER_THREAD}")
+            return (f"the {kernel} version's product kernel runs {threads} threads for "
+                    f"{outputs} elements of C (counted on {case.label()}): register "
+                    f"blocking has each thread compute at least {MIN_OUTPUTS_PER_THREAD}")
     return ""

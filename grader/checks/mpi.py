@@ -201,11 +201,11 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
     for r in range(p if allowed is not None else 0):
         sent, received = int(matrix[r].sum()), int(matrix[:, r].sum())
         if max(sent, received) > allowed:
-            return False, (f"rank {r} sent {sent} bytes and received {received}: a ring "
-                           f"all-reduce in chunks moves about 2(p-1)/p of the buffer each "
+            return False, (f"rank {r} sent {sent} bytes and received {received}: the ring "
+                           "algorithm (a reduce-scatter, then an all-gather, one chunk of "
+                           "the buffer per step) moves about 2(p-1)/p of the buffer each "
                            f"way, at most {allowed} bytes for {length} float32 values on {p} "
-                           "ranks; whole buffers passed around the ring are not the ring "
-                           "algorithm (reduce-scatter, then all-gather, a chunk per step)")
+                           "ranks (whole buffers relayed or gathered move more)")
     sent = [int(matrix[r].sum()) for r in range(p)]
     note = f"; {'; '.join(notes)}" if notes else ""
     return True, (f"every rank within the bound (largest error / bound {worst:.2f}; "

@@ -36,7 +36,7 @@ EXPECTED = {
     "reexport_twins": {item: "NotImplementedError" for item in ALL},
     "import_case_builders": {"mpi.ring": "imported a module graded code may not use"},
     "rebuild_from_seeds": {"mpi.ring": "outside the float32 bound"},
-    "ring_relay": {"mpi.ring": "whole buffers passed around the ring"},
+    "ring_relay": {"mpi.ring": r"moves about 2\(p-1\)/p of the buffer"},
     "rebuild_training_rows": {"mpi.scatter": "cases fail",
                               "mpi.data_parallel": "relative max-norm",
                               "mpi.averaging": "relative max-norm",
@@ -61,7 +61,9 @@ EXPECTED = {
     "ring_world_handle": {"mpi.ring": "on 4 rank.*(sent 0 bytes.*must move at least|"
                                       "MPI_ERR_COMM: invalid communicator)"},
     "ring_sends_nothing": {"mpi.ring": "outside the float32 bound"},
-    "ring_star": {"mpi.ring": "on 4 rank.*the ring must pass data between neighbours only"},
+    # On 3 ranks (all neighbours) rank 0 moves more than a ring; on 4, it talks to rank 2.
+    "ring_star": {"mpi.ring": r"on 3 rank.*moves about 2\(p-1\)/p of the buffer|"
+                              "on 4 rank.*the ring must pass data between neighbours only"},
     "forge_results": {"mpi.ring": "opened a file outside its folder.*/out/case-0-rank-0"},
     "forge_by_rename": {"mpi.ring": "moved a file into or out of its folder"},
     # Hydra kills the other ranks, or lets them wait for the one gone until the limit.
@@ -77,10 +79,10 @@ EXPECTED = {
 HONEST = [n for n in NAMES if n.startswith("ok_")]
 # What `make test` grades, one per defence: the audit hook (forge_results), the module
 # photograph (tamper_count), the ring's communicator rules (ring_allgather), its byte
-# bound (ring_world_handle), its neighbour rule (ring_star), signals (kill_other_rank),
-# and one correct alternative (ok_ring_isend). The others are marked slow (`make
-# test-all`); the fixture grades only the submissions the selected tests look at, and
-# always the solution.
+# bound (ring_world_handle), its neighbour rule and upper byte bound (ring_star), signals
+# (kill_other_rank), and one correct alternative (ok_ring_isend). The others are marked
+# slow (`make test-all`); the fixture grades only the submissions the selected tests look
+# at, and always the solution.
 QUICK = {"forge_results", "tamper_count", "ring_allgather", "ring_world_handle",
          "kill_other_rank", "ok_ring_isend", "ring_star"}
 

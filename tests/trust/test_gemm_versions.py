@@ -56,7 +56,7 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
         assert item("solution", kernel)["points"] == item("solution", kernel)["max_points"]
     shared, register = item("naive_everywhere", "shared"), item("naive_everywhere", "register")
     assert shared["points"] == 0 and "reads nothing from shared memory" in shared["message"]
-    assert register["points"] == 0 and "4096 threads for 4096 elements" in register["message"]
+    assert register["points"] == 0 and "runs 4096 threads for 4096 elements" in register["message"]
     tokened_item = item("token_shared", "shared")
     assert tokened_item["points"] == 0, tokened_item
     assert "values from global memory per multiply-add" in tokened_item["message"]
@@ -82,4 +82,12 @@ def test_the_version_rules_at_their_edges():
     assert "threads" in gemm_structure.problem("register", _counts(threads=64 * 64 // 2 + 1),
                                                 case)
     assert gemm_structure.problem("naive", _counts(threads=10 ** 6), case) == ""
+    # A kernel scaling C by beta (a thread per element, few loads) beside the product's.
+    epilogue = {"scale": {"global_load_accesses": 64 * 64, "threads": 64 * 64},
+                "product": {"global_load_accesses": fmas // 8, "shared_load_accesses": fmas,
+                            "threads": 256}}
+    assert gemm_structure.problem("register", epilogue, case) == ""
+    epilogue["product"]["threads"] = 64 * 64
+    assert "product kernel runs 4096 threads" in gemm_structure.problem("register", epilogue,
+                                                                        case)
     assert gemm_structure.problem("shared", None, case) == ""  # not counted: cases decide
