@@ -86,16 +86,18 @@ TWO_PATH_EVENTS = frozenset({"os.rename", "shutil.move", "shutil.copyfile", "shu
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back",
                               "gi_suspended", "cr_suspended"})
 # Operations whose frame must name them: the frame that runs when the operation happens
-# names the function it calls (`open`, `sys._getframe`, `tb.tb_frame`) somewhere in its
-# code, however it is written. One that does not came through a call made by the
+# names the function it calls (`open`, `sys._getframe`, `exec`, `tb.tb_frame`) somewhere
+# in its code, however it is written. One that does not came through a call made by the
 # interpreter (a finalizer or a partial-bound dunder run as a kit frame dropped an object,
 # map() consumed there): refused, whoever the walk finds, since such a chain reads the
-# kit's frames and files with only kit frames on the stack. A word here is looked for in
-# the names and locals of the frame's code (`_open`, `opener`, `getframe = sys._getframe`).
+# kit's frames and files, or runs a string, with only kit frames on the stack. A word here
+# is looked for in the names and locals of the frame's code (`_open`, `opener`, `getframe
+# = sys._getframe`); exec() of a string raises compile too.
 # Compiled libraries have no frames (CuPy reads its headers from Cython code): an open
 # that is not named may still read what the submission may (_may_open).
-NAMED_EVENTS = {"open": "open", "sys._getframe": "getframe",
-                "sys._getframemodulename": "getframe"}
+NAMED_EVENTS = {"open": ("open",), "sys._getframe": ("getframe",),
+                "sys._getframemodulename": ("getframe",),
+                "compile": ("compile", "exec", "eval"), "exec": ("exec", "eval")}
 # Threads whose work is the kit's: the CUDA simulator's (one per simulated CUDA thread).
 TRUSTED_THREADS = ("numba",)
 # Standard-library modules that look at the caller's frame or set attributes of the
@@ -368,8 +370,11 @@ def _named(event: str, args: tuple, code: object) -> bool:
     the events that need not (see NAMED_EVENTS)."""
     if event == "object.__getattr__":  # a frame attribute: its name, exactly
         return len(args) > 1 and args[1] in code.co_names
-    word = NAMED_EVENTS.get(event)
-    return word is None or any(word in name for name in (*code.co_names, *code.co_varnames))
+    words = NAMED_EVENTS.get(event)
+    if words is None or (event in IMPORT_SYSTEM_EVENTS
+                         and code.co_filename.startswith("<frozen importlib")):
+        return True  # the import system runs a module's code through a helper of its own
+    return any(word in name for word in words for name in (*code.co_names, *code.co_varnames))
 
 
 def _origin() -> tuple[str, int]:

@@ -2,9 +2,9 @@
 submission's own on the stack: a builtin registered as a weakref finalizer or bound into
 a dunder with functools.partial runs when a kit frame drops the object, and a module the
 submission wrote outside its folder runs in frames of a file that is neither the kit's
-nor a library's; and builtins the interpreter maps there (open, sys._getframe) whose
-results the submission keeps. Each is refused. Run in a fresh interpreter (a hook cannot
-be removed); the hook only records here, so the commands are harmless ones."""
+nor a library's; and builtins the interpreter maps there (open, sys._getframe, exec)
+whose results the submission keeps. Each is refused. Run in a fresh interpreter (a hook
+cannot be removed); the hook only records here, so the commands are harmless ones."""
 
 from __future__ import annotations
 
@@ -53,6 +53,12 @@ def chain_opens_a_file(path):
     return receipt
 
 
+def chain_runs_a_string():
+    receipt = Receipt()
+    weakref.finalize(receipt, exec, "x = 1")
+    return receipt
+
+
 class Peek:
     __del__ = functools.partial(list, map(HOLDER.append, map(sys._getframe, [0])))
 
@@ -97,6 +103,7 @@ for name in ("finalizer_runs_a_shell", "finalizer_walks_the_objects", "partial_d
     kitcode.drop(getattr(student, name))
 kitcode.drop(functools.partial(student.chain_opens_a_file, str(folder.parent / "r.json")))
 kitcode.drop(student.chain_takes_a_frame)
+kitcode.drop(student.chain_runs_a_string)
 print("holder", len(student.HOLDER), flush=True)
 helper = student.module_written_elsewhere(str(scratch))
 kitcode.call(helper.peek)
@@ -117,8 +124,9 @@ def test_callbacks_the_interpreter_runs_and_modules_written_elsewhere_are_refuse
                (tmp_path / "guard.jsonl").read_text().splitlines()]
     events = [(r["event"], r["file"]) for r in records]
     assert [e for e, _ in events] == ["os.system", "gc.get_objects", "os.system", "open",
-                                      "sys._getframe", "sys._getframe"], records
+                                      "sys._getframe", "compile", "exec",
+                                      "sys._getframe"], records
     # The frameless ones name where the interpreter ran them; the written module's frame
     # is the submission's, by its file name.
-    assert all(file.startswith("called from ") for _, file in events[:5]), events
-    assert events[5][1] == "helper_w.py", events
+    assert all(file.startswith("called from ") for _, file in events[:7]), events
+    assert events[7][1] == "helper_w.py", events
