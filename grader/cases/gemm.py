@@ -147,6 +147,19 @@ def profile_case(kernel: str) -> GemmCase | None:
     return GemmCase(M, N, K, 1.0, 0.0, seed=700)
 
 
+# The graded case whose call is also counted (memcount) in the simulator, for the version
+# rule (grader/checks/gemm_structure.py): the 33x40x37 one, large enough that a register
+# tile of up to 64x64 leaves fewer threads than half its 1,320 elements of C. Counting the
+# graded call itself, not an extra one, means a launcher cannot behave otherwise when
+# counted: this call's C is checked as every case's.
+COUNTED_SHAPE = (33, 40, 37)
+
+
+def counted_case(cases: list[GemmCase]) -> int | None:
+    """The index of the case counted for the version rule, or None if there is none."""
+    return next((n for n, c in enumerate(cases) if (c.M, c.N, c.K) == COUNTED_SHAPE), None)
+
+
 REPLAY_AFTER = 1  # the 17x5x3 case is called a second time, in its own buffers
 REPLAY_SEED = 199
 

@@ -1,61 +1,84 @@
-"""Whether a GEMM kernel is the version its file names, from its counted call in the
-simulator (grader/worker/memcount.py counts every load and the threads launched).
+"""Whether a GEMM kernel is the version its file names, from the memory traffic of one of
+its graded calls in the simulator (grader/worker/memcount.py counts loads and threads).
 
 Correct results alone do not tell the versions apart: the naive kernel copied into
 gemm_2_shared.py and gemm_3_register.py computes every case right. The handout asks the
 shared-memory version to stage tiles of A and B in shared memory, and the register version
 to have each thread compute several elements of C (16 in the handout's design), so:
 
-- shared: the counted call loads from shared memory (or asks for dynamic shared memory,
-  whose accesses are not counted), and from global memory at most
-  SHARED_GLOBAL_LOADS_PER_FMA times per multiply-add. A naive kernel loads twice (one
-  element of A and one of B per multiply-add); tiles of T x T load 2/T, and even staging
-  one operand only loads about once. A token shared array the kernel does not read from
-  its tiles leaves the global loads at two.
-- register, hierarchical: the kernel that loads the most (the product's; another may
-  scale C by beta first) runs at most one CUDA thread per MIN_OUTPUTS_PER_THREAD elements
-  of C (the naive and shared kernels run a thread per element).
+- shared: the call loads from shared memory (or asks for dynamic shared memory, whose
+  accesses are not counted), and from global memory at most SHARED_GLOBAL_LOADS_PER_FMA
+  times per multiply-add. A naive kernel loads twice (one element of A and one of B per
+  multiply-add); tiles of T x T load about 2/T, and even staging one operand only loads
+  about once. A token shared array the kernel does not compute from leaves the global
+  loads at two.
+- register, hierarchical: some kernel of the call runs at most one thread per
+  MIN_OUTPUTS_PER_THREAD elements of C and does a product's share of the loads (global
+  and shared, at least MIN_LOAD_SHARE of the multiply-adds: a 64x64 tile staged in shared
+  memory loads 1/32 from global). Another kernel may scale C by beta, a thread per
+  element; the naive and shared kernels run a thread per element of C.
 
-The counted call is made in the simulator only; on a GPU the speed items tell a naive
-kernel from a blocked one. A call that was not counted is judged by its cases alone.
+The call counted is a graded one (grader/cases/gemm.py COUNTED_SHAPE), counted while it is
+graded: a launcher cannot behave otherwise when counted, since this call's C is checked as
+every case's. On a GPU nothing is counted; the speed items tell the versions apart there.
 """
 
 from __future__ import annotations
 
-from grader.cases.gemm import GemmCase
+from pathlib import Path
 
+from grader.cases.gemm import GemmCase, counted_case
+from grader.checks import simperf
+
+COUNTS_SUFFIX = ".counts.json"  # as grader/worker/gemm.py writes them
 SHARED_GLOBAL_LOADS_PER_FMA = 1.5
 MIN_OUTPUTS_PER_THREAD = 2
+MIN_LOAD_SHARE = 1 / 64
+RULED = ("shared", "register", "hierarchical")
 
 
-def problem(kernel: str, counts: dict[str, dict] | None, case: GemmCase | None) -> str:
-    """'' when the counted call looks like the version `kernel` names (or was not
-    counted), else why it does not, in words for the feedback."""
-    if not counts or case is None:
+def problem(kernel: str, outdir: Path, cases: list[GemmCase]) -> str:
+    """'' when the counted graded call looks like the version `kernel` names, else why
+    not, in words for the feedback. For an item whose cases all passed."""
+    n = counted_case(cases)
+    if kernel not in RULED or n is None:
         return ""
-    fmas = case.M * case.N * case.K
-    outputs = case.M * case.N
-    total = {key: sum(int(c.get(key, 0)) for c in counts.values())
-             for key in ("global_load_accesses", "shared_load_accesses", "threads",
-                         "dynamic_shared_bytes")}
+    counts, why = simperf.read_counts(outdir, f"case-{n}{COUNTS_SUFFIX}",
+                                      f"case-{n}{COUNTS_SUFFIX}.err")
+    if counts is None:
+        return f"the version could not be told from the call counted on {cases[n].label()}: {why}"
+    return rule_problem(kernel, counts, cases[n])
+
+
+def rule_problem(kernel: str, counts: dict[str, dict], case: GemmCase) -> str:
+    """The rule of `kernel`'s version on the counts of one call of `case` ('' if met)."""
+    fmas, outputs = case.M * case.N * case.K, case.M * case.N
+    where = f"counted on {case.label()}"
+
+    def total(key: str) -> int:
+        return sum(int(c.get(key, 0)) for c in counts.values())
+
     if kernel == "shared":
-        per_fma = total["global_load_accesses"] / fmas
-        if not total["shared_load_accesses"] and not total["dynamic_shared_bytes"]:
-            return ("the shared-memory version reads nothing from shared memory (counted on "
-                    f"{case.label()}): a kernel without tiles staged in shared memory is not "
-                    "this version")
+        per_fma = total("global_load_accesses") / fmas
+        if not total("shared_load_accesses") and not total("dynamic_shared_bytes"):
+            return (f"the shared-memory version reads nothing from shared memory ({where}): a "
+                    "kernel without tiles staged in shared memory is not this version")
         if per_fma > SHARED_GLOBAL_LOADS_PER_FMA:
             return (f"the shared-memory version loads {per_fma:.2f} values from global memory "
-                    f"per multiply-add (counted on {case.label()}; a naive kernel loads 2, "
-                    f"tiles staged in shared memory at most {SHARED_GLOBAL_LOADS_PER_FMA:g}): "
-                    "its tiles are not what it computes from")
+                    f"per multiply-add ({where}; a naive kernel loads 2, tiles staged in shared "
+                    f"memory at most {SHARED_GLOBAL_LOADS_PER_FMA:g}): its tiles are not what it "
+                    "computes from")
     if kernel in ("register", "hierarchical"):
-        # The kernel that loads the most computes the product; others may scale C first.
-        main = max(counts.values(), key=lambda c: int(c.get("global_load_accesses", 0))
-                   + int(c.get("shared_load_accesses", 0)))
-        threads = int(main.get("threads", 0))
-        if threads and threads * MIN_OUTPUTS_PER_THREAD > outputs:
-            return (f"the {kernel} version's product kernel runs {threads} threads for "
-                    f"{outputs} elements of C (counted on {case.label()}): register "
-                    f"blocking has each thread compute at least {MIN_OUTPUTS_PER_THREAD}")
+        def blocked(c: dict) -> bool:
+            loads = int(c.get("global_load_accesses", 0)) + int(c.get("shared_load_accesses", 0))
+            threads = int(c.get("threads", 0))
+            return (0 < threads * MIN_OUTPUTS_PER_THREAD <= outputs
+                    and loads >= MIN_LOAD_SHARE * fmas)
+
+        if not any(blocked(c) for c in counts.values()):
+            fewest = min(int(c.get("threads", 0)) for c in counts.values())
+            return (f"the {kernel} version has no kernel that computes the product with at "
+                    f"least {MIN_OUTPUTS_PER_THREAD} elements of C a thread ({where}: "
+                    f"{outputs} elements, {fewest} threads in its smallest launch): register "
+                    "blocking has each thread compute several")
     return ""

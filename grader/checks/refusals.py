@@ -67,6 +67,7 @@ WORDS = {
     "os.fork": "forked the worker",
     "os.kill": "sent a signal to a process",
     "compile": "compiled code from a string",
+    "pickle.find_class": "sent a pickle that names a function to call",
     "exec": "executed code from a string",
     "os.rename": "moved a file into or out of its folder",
     "shutil.move": "moved a file into or out of its folder",

@@ -57,9 +57,11 @@ MAX_PROFILE_BYTES = 256 << 10
 Counts = dict[str, dict]  # kernel name -> memcount.KernelCounts.to_json()
 
 
-def read_counts(outdir: Path) -> tuple[Counts | None, str]:
-    """The counts a worker wrote, or (None, why there are none)."""
-    path, error = Path(outdir) / PROFILE_FILE, Path(outdir) / PROFILE_ERROR
+def read_counts(outdir: Path, name: str = PROFILE_FILE,
+                error_name: str = PROFILE_ERROR) -> tuple[Counts | None, str]:
+    """The counts a worker wrote (the profiled call's, or `name`'s), or (None, why there
+    are none)."""
+    path, error = Path(outdir) / name, Path(outdir) / error_name
     # Both files are written by a worker that ran submitted code: read as any job's
     # result (regular files only, never through a link, within a size cap).
     if os.path.lexists(error):

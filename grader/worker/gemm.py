@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from nnkit.submission import load_function
 from nnkit.timing import time_calls
 
 PROFILE_FILE = "profile.json"  # the counts of the profiled call (simulator only)
+COUNTS_SUFFIX = ".counts.json"  # case-N.counts.json: the counted graded case's counts
 PROFILE_ERROR = "profile.err"
 
 
@@ -65,6 +67,7 @@ def run(ctx: Context) -> None:
     mark("load")
     watch = simulator_watch(ctx.on_gpu)
     replay = set(job.get("replay", []))
+    counted = job.get("counted") if not ctx.on_gpu else None
     last = None  # the previous case and its device buffers, for a case that reuses them
     for n, spec in enumerate(job["cases"]):
         case = GemmCase.from_json(spec)
@@ -81,10 +84,14 @@ def run(ctx: Context) -> None:
             A, B, C = ops.views(bufs)
             ctx.recorder.begin(FULL, list(zip(bufs, host, strict=True)))
             try:
-                with watch(out / f"case-{n}.findings.json"):
+                counter = _counter() if n == counted else None
+                with watch(out / f"case-{n}.findings.json", counter):
                     gemm(launch, A, B, C, case.alpha, case.beta,
                          trans_a=case.trans_a, trans_b=case.trans_b)
                 synchronize()
+                if counter is not None:
+                    (out / f"case-{n}{COUNTS_SUFFIX}").write_text(
+                        json.dumps({"kernels": counter.to_json()}))
             finally:
                 record = ctx.recorder.end()
             after = [to_host(b) for b in bufs]
@@ -290,18 +297,25 @@ def _profile_case(ctx: Context, launch, case: GemmCase) -> None:
     (ctx.out / PROFILE_FILE).write_text(json.dumps({"kernels": counter.to_json()}))
 
 
+def _counter() -> Any:
+    from grader.worker import memcount
+
+    return memcount.Counter()
+
+
 def simulator_watch(on_gpu: bool):
     """In the simulator: a context manager factory that runs a launch under the race and
-    index checker and writes its findings to the given file. On a GPU: does nothing."""
+    index checker and writes its findings to the given file (and counts its memory traffic
+    into a memcount.Counter, if given). On a GPU: does nothing."""
     from contextlib import contextmanager
 
     if on_gpu:
-        return lambda path: nullcontext()
+        return lambda path, counter=None: nullcontext()
     from grader.worker import simcheck
 
     @contextmanager
-    def watch(path: Path):
-        with simcheck.instrument() as findings:
+    def watch(path: Path, counter: Any = None):
+        with simcheck.instrument(counter=counter) as findings:
             try:
                 yield
             finally:

@@ -286,6 +286,12 @@ class Guard:
                                             else _origin()))
             elif actor == "submission" and self._refused(event, args):
                 self._refuse(event, args, file, line)
+            elif (event == "pickle.find_class" and actor == "kit"
+                  and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES):
+                # A pickle the kit's communicator unpickles for the submission (mpi4py's
+                # lowercase calls, in compiled code) is the submission's: it could name
+                # any function, the kit's own included, and have it called.
+                self._refuse(event, args, file, line)
         finally:
             self._local.busy = False
 
