@@ -1,5 +1,9 @@
 """The worker's audit hook (PEP 578): what submitted code may not do, however it is written.
 
+(A module over 400 lines: its rules and the stack walk that decides who acts are read
+together, each rule an exception to the walk's answer; apart, one would be read without
+the other.)
+
 The submission runs in the worker's own process, so anything written in Python to stop it
 (a trap, a wrapper) it could undo. An audit hook it cannot: once added, no Python code can
 remove or bypass it, and the interpreter calls it for every sensitive operation (ctypes,
@@ -98,6 +102,11 @@ FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f
 NAMED_EVENTS = {"open": ("open",), "sys._getframe": ("getframe",),
                 "sys._getframemodulename": ("getframe",),
                 "compile": ("compile", "exec", "eval"), "exec": ("exec", "eval")}
+# ctypes calls with no frame of the submission: the first frame outside the ctypes package
+# must be a compiler's (numba, CuPy, ... drive ctypes through wrappers of their own) or
+# name ctypes (the kit's traps and replay, numpy.ctypeslib); a finalizer or a bound dunder
+# calling a ctypes function runs under a frame that does not.
+CTYPES_WORDS = ("ctypes", "ctypeslib")
 # Threads whose work is the kit's: the CUDA simulator's (one per simulated CUDA thread).
 TRUSTED_THREADS = ("numba",)
 # Standard-library modules that look at the caller's frame or set attributes of the
@@ -286,6 +295,8 @@ class Guard:
                                             else _origin()))
             elif actor == "submission" and self._refused(event, args):
                 self._refuse(event, args, file, line)
+            elif event.startswith("ctypes.") and not self._ctypes_named():
+                self._refuse(event, args, *_origin())
             elif (event == "pickle.find_class" and actor == "kit"
                   and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES):
                 # A pickle the kit's communicator unpickles for the submission (mpi4py's
@@ -294,6 +305,20 @@ class Guard:
                 self._refuse(event, args, file, line)
         finally:
             self._local.busy = False
+
+    def _ctypes_named(self) -> bool:
+        """Is the first frame outside the ctypes package a compiler's, or one whose code
+        names ctypes (see CTYPES_WORDS)?"""
+        frame = sys._getframe(2)  # past this method and the hook
+        while frame is not None and os.sep + "ctypes" + os.sep in frame.f_code.co_filename:
+            frame = frame.f_back
+        if frame is None:
+            return True
+        code = frame.f_code
+        if self._inside(code.co_filename, self.compilers):
+            return True
+        return any(word in name for word in CTYPES_WORDS
+                   for name in (*code.co_names, *code.co_varnames))
 
     def _watched(self, event: str, args: tuple) -> bool:
         if event in DENIED or event in PATH_EVENTS or event.startswith(DENIED_PREFIXES):

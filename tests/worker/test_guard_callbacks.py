@@ -18,6 +18,8 @@ from tests.conftest import KIT_ROOT
 STUDENT = '''\
 import functools, gc, os, sys, weakref
 
+import numpy as np
+
 
 class Receipt:
     pass
@@ -53,6 +55,17 @@ def chain_opens_a_file(path):
     return receipt
 
 
+SOME_BYTES = np.zeros(8, np.uint8)  # a readable address, so the logged read is harmless
+
+
+def chain_reads_memory():
+    """ctypes reached through sys.modules (no import of it), called by a finalizer."""
+    receipt = Receipt()
+    memory = sys.modules["ctypes"]
+    weakref.finalize(receipt, memory.string_at, SOME_BYTES.__array_interface__["data"][0], 8)
+    return receipt
+
+
 def chain_runs_a_string():
     receipt = Receipt()
     weakref.finalize(receipt, exec, "x = 1")
@@ -85,7 +98,7 @@ def call(function):
 '''
 
 DRIVER = '''\
-import functools, gc, sys, weakref  # loaded before arming, as in the worker
+import ctypes, functools, gc, sys, weakref  # loaded before arming, as in the worker
 from pathlib import Path
 from grader.worker import guard
 from grader.worker.common import read_roots
@@ -104,6 +117,7 @@ for name in ("finalizer_runs_a_shell", "finalizer_walks_the_objects", "partial_d
 kitcode.drop(functools.partial(student.chain_opens_a_file, str(folder.parent / "r.json")))
 kitcode.drop(student.chain_takes_a_frame)
 kitcode.drop(student.chain_runs_a_string)
+kitcode.drop(student.chain_reads_memory)
 print("holder", len(student.HOLDER), flush=True)
 helper = student.module_written_elsewhere(str(scratch))
 kitcode.call(helper.peek)
@@ -125,8 +139,8 @@ def test_callbacks_the_interpreter_runs_and_modules_written_elsewhere_are_refuse
     events = [(r["event"], r["file"]) for r in records]
     assert [e for e, _ in events] == ["os.system", "gc.get_objects", "os.system", "open",
                                       "sys._getframe", "compile", "exec",
-                                      "sys._getframe"], records
+                                      "ctypes.string_at", "sys._getframe"], records
     # The frameless ones name where the interpreter ran them; the written module's frame
     # is the submission's, by its file name.
-    assert all(file.startswith("called from ") for _, file in events[:7]), events
-    assert events[7][1] == "helper_w.py", events
+    assert all(file.startswith("called from ") for _, file in events[:8]), events
+    assert events[8][1] == "helper_w.py", events
