@@ -101,7 +101,18 @@ FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f
 # that is not named may still read what the submission may (_may_open).
 NAMED_EVENTS = {"open": ("open",), "sys._getframe": ("getframe",),
                 "sys._getframemodulename": ("getframe",),
-                "compile": ("compile", "exec", "eval"), "exec": ("exec", "eval")}
+                "compile": ("compile", "exec", "eval"), "exec": ("exec", "eval"),
+                # path operations (os.replace raises os.rename, os.unlink os.remove)
+                "os.remove": ("remove", "unlink"), "os.rename": ("rename", "replace"),
+                "os.rmdir": ("rmdir",), "os.mkdir": ("mkdir",), "os.listdir": ("listdir",),
+                "os.scandir": ("scandir",), "os.utime": ("utime",),
+                "shutil.rmtree": ("rmtree",), "shutil.move": ("move",),
+                "shutil.copyfile": ("copy",), "shutil.copytree": ("copytree",),
+                "glob.glob": ("glob",)}
+# Events raised in Python by the function that performs them: the frame to judge is the
+# first one outside that module, its caller.
+SELF_RAISED = {"shutil.rmtree": "shutil", "shutil.move": "shutil",
+               "shutil.copyfile": "shutil", "shutil.copytree": "shutil", "glob.glob": "glob"}
 # ctypes calls with no frame of the submission: the first frame outside the ctypes package
 # must be a compiler's (numba, CuPy, ... drive ctypes through wrappers of their own) or
 # name ctypes (the kit's traps and replay, numpy.ctypeslib); a finalizer or a bound dunder
@@ -129,9 +140,10 @@ CODEGEN_EVENTS = frozenset({"compile", "exec"})
 # (names, dots, subscripts, `|`), never run from there (its exec stays refused).
 FORWARD_REF = ("typing",)
 # A @dataclass without a docstring gets one from inspect.signature, whose unwrap() keys a
-# memo by id(): the number stays inside inspect. Only id() is allowed there (inspect's
-# currentframe and the like stay refused).
-ID_INNOCENT = ("inspect",)
+# memo by id(): the number stays inside inspect; json's pure-Python encoder (json.dump to a
+# file) marks the containers it is in by id() to find cycles. Only id() is allowed there
+# (inspect's currentframe and the like stay refused).
+ID_INNOCENT = ("inspect", "json.encoder")
 # What the import system itself does to load a module a submission imports for the first
 # time (reading its cached bytecode, compiling and running its file); the import itself
 # is judged by the "import" event, and what the module does by the frames it runs in.
@@ -272,10 +284,10 @@ class Guard:
         self._local.busy = True
         try:
             code = sys._getframe(1).f_code
-            if not _named(event, args, code):
+            if not _named(event, args, _judged_frame(event).f_code):
                 # CuPy's compiled (Cython) code opens its headers with no frame of its own:
-                # a nameless open may do what the submission's own may, no more.
-                if event != "open" or not self._may_open(args):
+                # a nameless open or path operation may do what the submission's own may.
+                if event not in PATH_EVENTS and event != "open" or self._refused(event, args):
                     self._refuse(event, args, *_origin())
                 return
             caller = code.co_filename
@@ -406,6 +418,18 @@ def _named(event: str, args: tuple, code: object) -> bool:
                          and code.co_filename.startswith("<frozen importlib")):
         return True  # the import system runs a module's code through a helper of its own
     return any(word in name for word in words for name in (*code.co_names, *code.co_varnames))
+
+
+def _judged_frame(event: str) -> object:
+    """The frame whose code must name `event`: the one running as it happened, or for an
+    event raised by the function that performs it (SELF_RAISED), that function's caller."""
+    frame = sys._getframe(2)  # past this function and the hook
+    module = SELF_RAISED.get(event)
+    if module is not None:
+        name = os.sep + module + ".py"
+        while frame.f_back is not None and frame.f_code.co_filename.endswith(name):
+            frame = frame.f_back
+    return frame
 
 
 def _origin() -> tuple[str, int]:

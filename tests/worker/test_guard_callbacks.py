@@ -2,9 +2,10 @@
 submission's own on the stack: a builtin registered as a weakref finalizer or bound into
 a dunder with functools.partial runs when a kit frame drops the object, and a module the
 submission wrote outside its folder runs in frames of a file that is neither the kit's
-nor a library's; and builtins the interpreter maps there (open, sys._getframe, exec)
-whose results the submission keeps. Each is refused. Run in a fresh interpreter (a hook
-cannot be removed); the hook only records here, so the commands are harmless ones."""
+nor a library's; and builtins the interpreter maps there (open, sys._getframe, exec,
+ctypes, os.replace) whose results the submission keeps. Each is refused; json.dump to a
+file of its own is not. Run in a fresh interpreter (a hook cannot be removed); the hook
+only records here, so the commands are harmless ones."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import textwrap
 from tests.conftest import KIT_ROOT
 
 STUDENT = '''\
-import functools, gc, os, sys, weakref
+import functools, gc, json, os, sys, weakref
 
 import numpy as np
 
@@ -64,6 +65,19 @@ def chain_reads_memory():
     memory = sys.modules["ctypes"]
     weakref.finalize(receipt, memory.string_at, SOME_BYTES.__array_interface__["data"][0], 8)
     return receipt
+
+
+def chain_moves_a_file(src, dst):
+    """os.replace bound by a finalizer: a file of its own moved where the kit writes."""
+    receipt = Receipt()
+    weakref.finalize(receipt, os.replace, src, dst)
+    return receipt
+
+
+def writes_json(path):
+    """Ordinary code: json.dump to a file of its own (the encoder calls id())."""
+    with open(path, "w") as f:
+        json.dump({"a": [1, 2], "b": {"c": 3}}, f)
 
 
 def chain_runs_a_string():
@@ -118,6 +132,10 @@ kitcode.drop(functools.partial(student.chain_opens_a_file, str(folder.parent / "
 kitcode.drop(student.chain_takes_a_frame)
 kitcode.drop(student.chain_runs_a_string)
 kitcode.drop(student.chain_reads_memory)
+student.writes_json(str(scratch / "mine.json"))
+(scratch / "forged.json").write_text("{}")
+kitcode.drop(functools.partial(student.chain_moves_a_file, str(scratch / "forged.json"),
+                               str(folder.parent / "counts.json")))
 print("holder", len(student.HOLDER), flush=True)
 helper = student.module_written_elsewhere(str(scratch))
 kitcode.call(helper.peek)
@@ -139,8 +157,9 @@ def test_callbacks_the_interpreter_runs_and_modules_written_elsewhere_are_refuse
     events = [(r["event"], r["file"]) for r in records]
     assert [e for e, _ in events] == ["os.system", "gc.get_objects", "os.system", "open",
                                       "sys._getframe", "compile", "exec",
-                                      "ctypes.string_at", "sys._getframe"], records
+                                      "ctypes.string_at", "os.rename", "sys._getframe"],\
+        records
     # The frameless ones name where the interpreter ran them; the written module's frame
     # is the submission's, by its file name.
-    assert all(file.startswith("called from ") for _, file in events[:8]), events
-    assert events[8][1] == "helper_w.py", events
+    assert all(file.startswith("called from ") for _, file in events[:9]), events
+    assert events[9][1] == "helper_w.py", events
