@@ -56,7 +56,7 @@ class Window:
         window's own GPU work runs under quiet() (the library traps paused: it is not the
         submission's). `launch_bound` (on a GPU only): the block may call fastest_cpu()
         before each of its timings; the thread's CPUs are restored after it."""
-        cpus = os.sched_getaffinity(0)
+        cpus = _cpus() if launch_bound else set()
         with _no_cycle_collection():
             with quiet():
                 if self.fds is not None or launch_bound:
@@ -71,7 +71,7 @@ class Window:
                 yield
             finally:
                 self._probe = None
-                os.sched_setaffinity(0, cpus)
+                _pin(cpus)
                 if self.fds is not None:
                     try:
                         os.write(self.fds[1], DONE)
@@ -82,11 +82,12 @@ class Window:
         """Move this thread to the CPU that launches fastest now (CPU_PROBE_LAUNCHES); in
         a launch-bound window only, else nothing. The kit's choice, made the same way for
         the solution and a submission: it lets no one's timing pay for a slow CPU."""
-        if self._probe is None:
+        if self._probe is None or not self._cpus:
             return
         best, best_cpu = float("inf"), None
         for cpu in sorted(self._cpus):
-            os.sched_setaffinity(0, {cpu})
+            if not _pin({cpu}):
+                return
             start = self.clock.now()
             for _ in range(CPU_PROBE_LAUNCHES):
                 self._probe += 1
@@ -94,7 +95,7 @@ class Window:
             took = self.clock.now() - start
             if took < best:
                 best, best_cpu = took, cpu
-        os.sched_setaffinity(0, {best_cpu})
+        _pin({best_cpu})
 
     def _say(self, what: bytes) -> None:
         try:
@@ -105,6 +106,25 @@ class Window:
         if answer != GRANT:
             raise NoWindow("the grader gave no timing window (each timed job has a few, "
                            "each for a limited time)")
+
+
+def _cpus() -> set[int]:
+    """The CPUs this thread may run on; none where the system does not say (macOS)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set()
+
+
+def _pin(cpus: set[int]) -> bool:
+    """Run this thread on `cpus` (nothing to do for none); False where it cannot."""
+    if not cpus:
+        return True
+    try:
+        os.sched_setaffinity(0, cpus)
+    except (AttributeError, OSError):
+        return False
+    return True
 
 
 @contextmanager
