@@ -7,7 +7,7 @@ import ast
 import sys
 from pathlib import Path
 
-from grader.checks.policy import interpreter
+from grader.checks.policy.interpreter import reaches as interpreter_reaches
 from grader.checks.policy.names import KNOWN_PACKAGES, REFUSED, Ref
 from grader.checks.policy.resolve import _Resolver
 from grader.checks.policy.rules import RING_MODULE, Violation
@@ -222,7 +222,7 @@ class _Checker(_Resolver):
                     f"{str(err)[:80]}); please tell the course staff"))
                 continue
             self.violations.extend(visitor.found)
-            self.violations.extend(interpreter.reaches(info.tree, info.file))
+            self.violations.extend(interpreter_reaches(info.tree, info.file))
             for name2, node in info.rebinds:
                 self.violations.append(Violation("rebind", info.file,
                                                  getattr(node, "lineno", 0), name2))
