@@ -29,8 +29,8 @@ from pathlib import Path
 
 from grader.cases.gemm import GemmCase, counted_case
 from grader.checks import simperf
+from grader.worker import COUNTS_SUFFIX
 
-COUNTS_SUFFIX = ".counts.json"  # as grader/worker/gemm.py writes them
 SHARED_GLOBAL_LOADS_PER_FMA = 1.5
 MIN_OUTPUTS_PER_THREAD = 2
 MIN_LOAD_SHARE = 1 / 64
@@ -43,8 +43,7 @@ def problem(kernel: str, outdir: Path, cases: list[GemmCase]) -> str:
     n = counted_case(cases)
     if kernel not in RULED or n is None:
         return ""
-    counts, why = simperf.read_counts(outdir, f"case-{n}{COUNTS_SUFFIX}",
-                                      f"case-{n}{COUNTS_SUFFIX}.err")
+    counts, why = simperf.read_counts(outdir, f"case-{n}{COUNTS_SUFFIX}", f"case-{n}.err")
     if counts is None:
         return f"the version could not be told from the call counted on {cases[n].label()}: {why}"
     return rule_problem(kernel, counts, cases[n])

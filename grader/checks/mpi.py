@@ -204,19 +204,18 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                        "others, and each sum needs values only the others hold): the ring "
                        "must move the data with point-to-point messages of `comm`")
     allowed = ring_bytes_allowed(length, p)
-    sent_by = [int(matrix[r].sum()) for r in range(p)]
+    sent = [int(matrix[r].sum()) for r in range(p)]
     # A ring sends about as much from every rank; one that works in float64 sends twice
     # the float32 bound but evenly. Relays and gathers send unevenly (ring_bytes_allowed).
-    even = min(sent_by) > 0 and max(sent_by) <= RING_EVEN * min(sent_by)
+    even = min(sent) > 0 and max(sent) <= RING_EVEN * min(sent)
     for r in range(p if allowed is not None else 0):
-        sent, received = int(matrix[r].sum()), int(matrix[:, r].sum())
-        if max(sent, received) > allowed * (2 if even else 1):
-            return False, (f"rank {r} sent {sent} bytes and received {received}: the ring "
+        received = int(matrix[:, r].sum())
+        if max(sent[r], received) > allowed * (2 if even else 1):
+            return False, (f"rank {r} sent {sent[r]} bytes and received {received}: the ring "
                            "algorithm (a reduce-scatter, then an all-gather, one chunk of "
                            "the buffer per step) moves about 2(p-1)/p of the buffer each "
                            f"way, at most {allowed} bytes for {length} float32 values on {p} "
                            "ranks (whole buffers relayed or gathered move more)")
-    sent = [int(matrix[r].sum()) for r in range(p)]
     note = f"; {'; '.join(notes)}" if notes else ""
     return True, (f"every rank within the bound (largest error / bound {worst:.2f}; "
                   f"|ring - Allreduce| / bound at most {gap:.2f}; bytes sent by rank "

@@ -18,3 +18,6 @@ writes back.
 """
 
 CUBLAS = "cublas"  # the module name that selects cuBLAS instead of a submission
+# case-N.counts.json: the memory traffic of the graded case counted for the version rule
+# (written by gemm.py, read by grader/checks/gemm_structure.py)
+COUNTS_SUFFIX = ".counts.json"

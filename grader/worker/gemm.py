@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.worker import CUBLAS
+from grader.worker import COUNTS_SUFFIX, CUBLAS
 from grader.worker.common import Context, mark, save_error, save_launches
 from grader.worker.launches import COUNT, FULL
 from grader.worker.layout import GemmCase, Operands, call_factors, perturbed_a, sample_positions
@@ -31,7 +31,6 @@ from nnkit.submission import load_function
 from nnkit.timing import time_calls
 
 PROFILE_FILE = "profile.json"  # the counts of the profiled call (simulator only)
-COUNTS_SUFFIX = ".counts.json"  # case-N.counts.json: the counted graded case's counts
 PROFILE_ERROR = "profile.err"
 
 

@@ -283,14 +283,14 @@ class Guard:
             return  # the hook's own operations (sys._getframe) are not judged
         self._local.busy = True
         try:
-            code = sys._getframe(1).f_code
-            if not _named(event, args, _judged_frame(event).f_code):
+            running = sys._getframe(1)  # the frame running as the event happened
+            if not _named(event, args, _judged_frame(event, running).f_code):
                 # CuPy's compiled (Cython) code opens its headers with no frame of its own:
                 # a nameless open or path operation may do what the submission's own may.
-                if event not in PATH_EVENTS and event != "open" or self._refused(event, args):
+                if (event not in PATH_EVENTS and event != "open") or self._refused(event, args):
                     self._refuse(event, args, *_origin())
                 return
-            caller = code.co_filename
+            caller = running.f_code.co_filename
             if event in INNOCENT_EVENTS and caller in self.innocent:
                 return
             if event in CODEGEN_EVENTS and caller in self.codegen:
@@ -307,7 +307,7 @@ class Guard:
                                             else _origin()))
             elif actor == "submission" and self._refused(event, args):
                 self._refuse(event, args, file, line)
-            elif event.startswith("ctypes.") and not self._ctypes_named():
+            elif event.startswith("ctypes.") and not self._ctypes_named(running):
                 self._refuse(event, args, *_origin())
             elif (event == "pickle.find_class" and actor == "kit"
                   and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES):
@@ -318,19 +318,13 @@ class Guard:
         finally:
             self._local.busy = False
 
-    def _ctypes_named(self) -> bool:
-        """Is the first frame outside the ctypes package a compiler's, or one whose code
-        names ctypes (see CTYPES_WORDS)?"""
-        frame = sys._getframe(2)  # past this method and the hook
+    def _ctypes_named(self, frame: object) -> bool:
+        """Is the first frame outside the ctypes package, from `frame` out, a compiler's,
+        or one whose code names ctypes (see CTYPES_WORDS)?"""
         while frame is not None and os.sep + "ctypes" + os.sep in frame.f_code.co_filename:
             frame = frame.f_back
-        if frame is None:
-            return True
-        code = frame.f_code
-        if self._inside(code.co_filename, self.compilers):
-            return True
-        return any(word in name for word in CTYPES_WORDS
-                   for name in (*code.co_names, *code.co_varnames))
+        return frame is None or self._inside(frame.f_code.co_filename, self.compilers) or (
+            _names_any(frame.f_code, CTYPES_WORDS))
 
     def _watched(self, event: str, args: tuple) -> bool:
         if event in DENIED or event in PATH_EVENTS or event.startswith(DENIED_PREFIXES):
@@ -417,13 +411,18 @@ def _named(event: str, args: tuple, code: object) -> bool:
     if words is None or (event in IMPORT_SYSTEM_EVENTS
                          and code.co_filename.startswith("<frozen importlib")):
         return True  # the import system runs a module's code through a helper of its own
+    return _names_any(code, words)
+
+
+def _names_any(code: object, words: tuple[str, ...]) -> bool:
+    """Does a name or local of `code` hold one of `words`?"""
     return any(word in name for word in words for name in (*code.co_names, *code.co_varnames))
 
 
-def _judged_frame(event: str) -> object:
-    """The frame whose code must name `event`: the one running as it happened, or for an
-    event raised by the function that performs it (SELF_RAISED), that function's caller."""
-    frame = sys._getframe(2)  # past this function and the hook
+def _judged_frame(event: str, frame: object) -> object:
+    """The frame whose code must name `event`: `frame`, the one running as it happened,
+    or for an event raised by the function that performs it (SELF_RAISED), that
+    function's caller."""
     module = SELF_RAISED.get(event)
     if module is not None:
         name = os.sep + module + ".py"
