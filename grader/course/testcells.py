@@ -16,6 +16,7 @@ import numpy as np
 from grader import safe_io
 from grader.isolation import gpus, runner
 from grader.reports.locate import rewriter
+from grader.worker.jobs import NotebookJob
 from nnkit.checks import MODULES as FUNCTION_MODULES
 
 COURSE_ID = "nnkit"
@@ -112,10 +113,11 @@ def check_cells(course: Path, assignment: str) -> list[CheckCell]:
     return cells
 
 
-def _test_job(cells: list[CheckCell]) -> dict:
+def _test_job(cells: list[CheckCell], submission: Path) -> NotebookJob:
     """The check() calls of all the cells, in order: what the job records."""
-    return {"checks": [{"function": c.function, "module": FUNCTION_MODULES[c.function],
-                        "cases": c.cases, "seed": c.seed} for cell in cells for c in cell.checks]}
+    return NotebookJob(submission=str(submission), checks=[
+        {"function": c.function, "module": FUNCTION_MODULES[c.function], "cases": c.cases,
+         "seed": c.seed} for cell in cells for c in cell.checks])
 
 
 def _is_array(value: Any) -> bool:
@@ -250,7 +252,7 @@ def grade_check_cells(students: list[Student], cells: dict[str, list[CheckCell]]
     def run(s: Student, assignment: str) -> runner.WorkerRun:
         workdir = workroot / s.name / assignment
         copy = runner.copy_submission(s.folder, workdir / "submission")
-        job = {**_test_job(cells[assignment]), "submission": str(copy)}
+        job = _test_job(cells[assignment], copy)
         with slots.hold() if slots else nullcontext():
             return runner.run_worker(job, workdir, timeout * len(cells[assignment]), on_gpu,
                                      module=TEST_WORKER)

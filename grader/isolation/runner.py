@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +34,7 @@ from grader.isolation import gpus, probe, sandbox
 from grader.isolation.windows import WindowServer
 from grader.submissions import copy_submission
 from grader.worker import guard
+from grader.worker.jobs import Job
 
 __all__ = ["WorkerRun", "copy_submission", "run_worker", "stop_all", "stopping"]
 
@@ -112,7 +113,7 @@ STOPPED = -1000  # WorkerRun.returncode of a job never started: the run is stopp
 _announced = threading.Event()
 
 
-def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
+def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
                launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
                extra_env: dict[str, str] | None = None,
                inputs: dict[str, np.ndarray] | None = None, windows: int = 0,
@@ -150,8 +151,9 @@ def run_worker(job: dict, workdir: Path, timeout: float, on_gpu: bool, *,
         shutil.copytree(aside, again, symlinks=True)
         print(f"{workdir}: out of GPU memory beside other jobs; run again alone",
               file=sys.stderr)
+        moved = Job.from_json(_moved(job.to_json(), workdir, again))
         with gpus.exclusive():
-            return run_worker(_moved(job, workdir, again), again, timeout, on_gpu,
+            return run_worker(moved, again, timeout, on_gpu,
                               launcher=launcher, module=module, extra_env=extra_env,
                               inputs=inputs, shared=False)
     finally:
@@ -208,7 +210,7 @@ def _moved(value, old: Path, new: Path):
     return value
 
 
-def _attempt(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
+def _attempt(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
              extra_env: dict[str, str] | None, inputs: dict[str, np.ndarray] | None,
              settings, caps, gate, windows: int) -> WorkerRun:
     entered = time.time()
@@ -219,21 +221,19 @@ def _attempt(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, m
     outdir.mkdir(parents=True, exist_ok=True)
     memory = (settings.memory_mb_gpu if on_gpu else settings.memory_mb_simulator
               ) if caps.memory_limit else 0
-    job = {**job, "outdir": str(outdir),
-           "limits": {"memory_mb": memory, "processes": settings.processes,
-                      "file_mb": settings.file_mb}}
-    if not on_gpu and settings.thread_stack_kb:
-        job["thread_stack_kb"] = settings.thread_stack_kb
-    if os.environ.get(CPROFILE):
-        job["cprofile"] = True
+    job = replace(job, outdir=str(outdir),
+                  limits={"memory_mb": memory, "processes": settings.processes,
+                          "file_mb": settings.file_mb},
+                  thread_stack_kb=0 if on_gpu else settings.thread_stack_kb,
+                  cprofile=bool(os.environ.get(CPROFILE)))
     if inputs:
         np.savez(workdir / "inputs.npz", **inputs)
-        job["inputs"] = "inputs.npz"
+        job = replace(job, inputs="inputs.npz")
     me = gpus.RunningJob(None)
     server = WindowServer(gate, me, windows) if gate is not None and windows else None
     try:
         if server is not None:
-            job["window"] = list(server.child_fds)
+            job = replace(job, window=list(server.child_fds))
         return _run(job, workdir, timeout, on_gpu, launcher, module, extra_env, settings,
                     caps, entered, me, server)
     finally:
@@ -241,13 +241,13 @@ def _attempt(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, m
             server.close()
 
 
-def _run(job: dict, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
+def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module: str,
          extra_env: dict[str, str] | None, settings, caps, entered: float,
          me: gpus.RunningJob, server: WindowServer | None) -> WorkerRun:
-    outdir = Path(job["outdir"])
+    outdir = Path(job.outdir)
     job_file = workdir / "job.json"
-    job_file.write_text(json.dumps(job))
-    cwd = Path(job["submission"]) if job.get("submission") else workdir
+    job_file.write_text(json.dumps(job.to_json()))
+    cwd = Path(job.submission) if job.submission else workdir
     # -P: the working folder (the submission) is not put first on the path, where its
     # modules would stand in for the kit's and the libraries'.
     argv = [*launcher, sys.executable, "-P", "-m", module, str(job_file)]
@@ -327,7 +327,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def write_profile(job: dict, results: Path, entered: float, started: float,
+def write_profile(job: Job, results: Path, entered: float, started: float,
                   seconds: float, cpu: float, waits: dict | None = None) -> None:
     """Append where this job's time went (set-up of the sandbox, then the worker's own
     phases.json, then collection) to the file GRADER_PROFILE names. For the grader's
@@ -351,7 +351,7 @@ def write_profile(job: dict, results: Path, entered: float, started: float,
                 steps_cpu[str(entry[0])[:40]] = round(float(entry[2]) - last_cpu, 3)
                 last_cpu = float(entry[2])
     steps["after"] = round(time.time() - last, 3)
-    line = {"kind": job.get("kind", "gemm"), "module": job.get("module"),
+    line = {"kind": job.kind, "module": getattr(job, "module", None),
             "worker_seconds": round(seconds, 3), "total": round(time.time() - entered, 3),
             "cpu_children": round(cpu, 3), "steps": steps, "steps_cpu": steps_cpu,
             **(waits or {})}

@@ -25,6 +25,7 @@ from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, geometric_mean, speed_share
 from grader.worker import CUBLAS
+from grader.worker.jobs import GemmJob
 from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import NAMED
 from nnkit.timing import gemm_gflops
@@ -47,24 +48,24 @@ class Reference:
 
 
 def job_spec(submission: Path | None, kernel: str, cases: list[GemmCase], perf: list[GemmCase],
-         config: Config, replay: list[int] = (), profile: GemmCase | None = None) -> dict:
+         config: Config, replay: list[int] = (), profile: GemmCase | None = None) -> GemmJob:
     """The job a worker gets: case descriptions (no values: those come as its inputs),
     which cases it replays, the seed of its timed calls' factors and the call whose
     memory traffic it counts (simulator only)."""
     module, function = KERNELS[kernel] if kernel != CUBLAS else (CUBLAS, None)
-    return {
-        "profile": profile.to_json() if profile is not None else None,
-        "submission": str(submission) if submission else None,
-        "module": module,
-        "function": function,
-        "cases": [c.to_json() for c in cases],
-        "perf": [c.to_json() for c in perf],
-        "repeats": config.repeats,
-        "warmup": config.warmup,
-        "replay": list(replay),
-        "perf_seed": perf_seed(config, kernel),
-        "counted": counted_case(cases),  # the graded case also counted (simulator only)
-    }
+    return GemmJob(
+        profile=profile.to_json() if profile is not None else None,
+        submission=str(submission) if submission else None,
+        module=module,
+        function=function,
+        cases=[c.to_json() for c in cases],
+        perf=[c.to_json() for c in perf],
+        repeats=config.repeats,
+        warmup=config.warmup,
+        replay=list(replay),
+        perf_seed=perf_seed(config, kernel),
+        counted=counted_case(cases),  # the graded case also counted (simulator only)
+    )
 
 
 def perf_seed(config: Config, kernel: str) -> int:
@@ -103,7 +104,7 @@ def _reference_seconds(kernel: str, config: Config, workdir: Path) -> list[float
     run = run_worker(job, workdir, time_limit(config, True), on_gpu=True,
                      inputs=job_inputs([], perf_cases(), config.secret))
     outcomes = [check_perf(c, run.outdir, n, run.stop_reason(config.seconds_gpu),
-                           config.secret, job["perf_seed"], own_code=kernel != CUBLAS)
+                           config.secret, job.perf_seed, own_code=kernel != CUBLAS)
                 for n, c in enumerate(perf_cases())]
     failed = [o for o in outcomes if o.seconds is None]
     if failed:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from grader.cases.gemm import job_inputs, perf_cases
@@ -18,6 +19,7 @@ from grader.parts.common import all_or_nothing, fresh_copy
 from grader.parts.gemm import Reference, job_spec, perf_seed, performance_item, time_limit
 from grader.results import ItemResult
 from grader.scoring import Config
+from grader.worker.jobs import TimedKernel
 from nnkit.gemm import KERNELS
 
 
@@ -115,10 +117,10 @@ def _timed_run(kernels: list[str], submission: Path, workdir: Path, config: Conf
     False: in the simulator, for the tests)."""
     copy = fresh_copy(workdir, submission)
     perf = perf_cases()
-    job = job_spec(copy, kernels[0], [], perf, config)
-    del job["module"], job["function"], job["perf_seed"]
-    job["timed"] = [{"kernel": k, "module": KERNELS[k][0], "function": KERNELS[k][1],
-                     "perf_seed": perf_seed(config, k)} for k in kernels]
+    job = replace(job_spec(copy, kernels[0], [], perf, config), module=None, function=None,
+                  perf_seed=None,
+                  timed=[TimedKernel(k, KERNELS[k][0], KERNELS[k][1], perf_seed(config, k))
+                         for k in kernels])
     # One timing window per kernel (grader/isolation/windows.py): the GPU alone for its
     # timed calls only, or for the whole job where other jobs cannot be frozen.
     return run_worker(job, workdir, time_limit(config, on_gpu) * len(kernels), on_gpu,

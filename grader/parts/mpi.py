@@ -67,6 +67,7 @@ from grader.parts.common import check_rows, failure_message, graded_item
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
+from grader.worker.jobs import MpiJob
 from nnkit import network
 from nnkit.collectives import (
     MPICH_YIELD,
@@ -184,8 +185,8 @@ def run_mpi_job(kind: str, cases: list[dict], submission: Path, workdir: Path, r
         copy_submission(submission, home / "submission")  # links copied as links
         (home / "tmp").mkdir()
         np.savez(home / "inputs.npz", **(inputs[r] if r < len(inputs) else {}))
-    job = {"kind": kind, "cases": cases, "ranks_dir": str(workdir.resolve()),
-           "submission": str((workdir / "rank-0" / "submission").resolve())}
+    job = MpiJob(kind=kind, cases=cases, ranks_dir=str(workdir.resolve()),
+                 submission=str((workdir / "rank-0" / "submission").resolve()))
     run = run_worker(job, workdir, timeout, on_gpu=on_gpu,
                      launcher=mpiexec_command(ranks, mpiexec), module="grader.worker.mpi",
                      extra_env=mpi_env())

@@ -32,6 +32,7 @@ from grader.parts.common import check_rows, failure_message, fresh_copy, graded_
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config, speed_share
+from grader.worker.jobs import NetJob
 from nnkit import dataset, network
 from nnkit.mnist import FILES, MnistFormatError, default_dir
 from nnkit.submission import NAMED
@@ -123,8 +124,8 @@ def grade_units(submission: Path, workroot: Path, config: Config,
     # The policy reads the copy before the job runs: the job may rewrite its own files.
     rules = {module: anticheat.policy_verdict(copy, module, "net", config.policy)
              for module in (KERNELS_MODULE, BACKPROP_MODULE)}
-    run = run_worker({"kind": "net_units", "submission": str(copy), "cases": cases,
-                      "replay": replay}, workdir, _limit(config, on_gpu), on_gpu,
+    run = run_worker(NetJob(kind="net_units", submission=str(copy), cases=cases,
+                            replay=replay), workdir, _limit(config, on_gpu), on_gpu,
                      inputs=job_inputs(cases, config.secret, replay))
     stopped = run.stop_reason(_limit(config, on_gpu))
     outcomes = [check_unit(c, run.outdir, n, stopped, config.findings_fail, config.secret,
@@ -176,9 +177,9 @@ def grade_training(submission: Path, workroot: Path, config: Config, on_gpu: boo
     copy = fresh_copy(workdir, submission)
     # The policy reads the copy before the job runs: the job may rewrite its own files.
     rules = anticheat.policy_verdict(copy, BACKPROP_MODULE, "net", config.policy)
-    run = run_worker({"kind": "net_train", "submission": str(copy), "data": plan.data,
-                      "modes": plan.modes,
-                      "audit_calls": training_audits(reference, config.secret)},
+    run = run_worker(NetJob(kind="net_train", submission=str(copy), data=plan.data,
+                            modes=plan.modes,
+                            audit_calls=training_audits(reference, config.secret)),
                      workdir, _limit(config, on_gpu), on_gpu)
     stopped_by_guard = refusals.stop_message(run.outdir)
     stopped = stopped_by_guard or run.stop_reason(_limit(config, on_gpu))
@@ -310,9 +311,9 @@ def time_training(copy: Path, workdir: Path, config: Config, reference: Referenc
     plan = reference.plan
     limit = _limit(config, on_gpu)
     # The GPU to itself for its timed epochs (one timing window), as Part 1's kernels.
-    run = run_worker({"kind": "net_speed", "submission": str(copy), "data": plan.data,
-                      "mode": plan.modes[SPEED_MODE],
-                      "audit_calls": speed_audit_steps(reference, config.secret)},
+    run = run_worker(NetJob(kind="net_speed", submission=str(copy), data=plan.data,
+                            mode=plan.modes[SPEED_MODE],
+                            audit_calls=speed_audit_steps(reference, config.secret)),
                      workdir, limit, on_gpu, windows=1)
     stopped = refusals.stop_message(run.outdir) or run.stop_reason(limit)
     ref_params = reference.params[SPEED_MODE]

@@ -37,21 +37,21 @@ from grader.worker.common import (  # noqa: E402
     read_inputs,
     write_phases,
 )
+from grader.worker.jobs import GemmJob, Job  # noqa: E402
 
 
-def load_inputs(job: dict, workdir: Path) -> dict[str, np.ndarray]:
+def load_inputs(job: Job, workdir: Path) -> dict[str, np.ndarray]:
     """The arrays the grader wrote for this job (removed once read)."""
-    name = job.get("inputs")
-    return read_inputs(workdir / name) if name else {}
+    return read_inputs(workdir / job.inputs) if job.inputs else {}
 
 
-def set_up(job: dict, job_file: Path) -> Context:
+def set_up(job: Job, job_file: Path) -> Context:
     from grader.worker import blocksync, kernelsim, launches, tamper, traps, warps
     from grader.worker.window import Window
     from nnkit import timing
     from nnkit.backend import cuda, preload_numba_math, select
 
-    out = Path(job["outdir"])
+    out = Path(job.outdir)
     backend = select()
     del cuda  # imported for its side effect: numba loads before anything submitted can
     clock = timing.capture()  # the clocks, before submitted code could replace them
@@ -61,10 +61,10 @@ def set_up(job: dict, job_file: Path) -> Context:
         preload_numba_math()
     mark("set-up libraries")
     inputs = load_inputs(job, job_file.parent)
-    submission = Path(job["submission"]).resolve() if job.get("submission") else None
+    submission = Path(job.submission).resolve() if job.submission else None
     (out / "worker.json").write_text(json.dumps({"backend": backend.describe(),
                                                  "on_gpu": backend.on_gpu}))
-    recorder, extra = launches.NullRecorder(), {"window": Window(job.get("window"), clock)}
+    recorder, extra = launches.NullRecorder(), {"window": Window(job.window, clock)}
     if submission is not None:
         # Last on the path (the worker runs with -P): the submission's modules can import
         # one another, and cannot stand in for an installed module.
@@ -75,7 +75,7 @@ def set_up(job: dict, job_file: Path) -> Context:
             kernelsim.install()  # simulated kernels as restricted as compiled ones
             blocksync.install()  # and their blocks run without the simulator's polling
             warps.install()  # with the warp intrinsics the simulator lacks
-        if job.get("kind", "gemm") == "gemm" and job.get("module") != CUBLAS:
+        if isinstance(job, GemmJob) and job.module != CUBLAS:
             library_traps = traps.Traps(out / traps.RECORD, submission)
             library_traps.install()
             extra["traps"] = library_traps
@@ -89,23 +89,23 @@ def set_up(job: dict, job_file: Path) -> Context:
 
 def main(argv: list[str]) -> int:
     job_file = Path(argv[1])
-    job = json.loads(job_file.read_text())
+    job = Job.from_json(json.loads(job_file.read_text()))
     try:
         job_file.unlink()  # what it says (seeds, which cases are replayed) stays private
     except OSError:
         pass
-    LIMITS.update(job.get("limits", {}))
-    if job.get("thread_stack_kb"):
+    LIMITS.update(job.limits)
+    if job.thread_stack_kb:
         # The simulator runs a Python thread per CUDA thread, up to 1,024 at once: with the
         # default 8 MiB stacks they would reserve 8 GiB of the address space the memory
         # limit counts.
-        threading.stack_size(int(job["thread_stack_kb"]) * 1024)
+        threading.stack_size(job.thread_stack_kb * 1024)
     PHASES.append(("start", *_STARTED))
     mark("imports")
     ctx = set_up(job, job_file)
     mark("set-up")
-    kind = job.get("kind", "gemm")
-    with Profiled(job, ctx.out):
+    kind = job.kind
+    with Profiled(job.cprofile, ctx.out):
         if kind == "gemm":
             gemm.run(ctx)
         elif kind in ("net_units", "net_train"):

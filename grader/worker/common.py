@@ -26,7 +26,7 @@ class Context:
     """Set up before the submission is imported; the jobs use nothing else of the kit's
     state (module globals could have been replaced by then; these references not)."""
 
-    job: dict
+    job: Any  # jobs.Job: the job's own class (GemmJob, NetJob, ...)
     out: Path
     submission: Path | None
     inputs: dict[str, np.ndarray]  # the case inputs the grader wrote for this job
@@ -42,8 +42,8 @@ class Profiled:
     runs under cProfile and its costliest functions go to `out`/cprofile.txt. For the
     grader's developers only, as phases.json."""
 
-    def __init__(self, job: dict, out: Path):
-        self.on, self.out = bool(job.get("cprofile")), out
+    def __init__(self, on: bool, out: Path):
+        self.on, self.out = on, out
 
     def __enter__(self) -> Profiled:
         if self.on:

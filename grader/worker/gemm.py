@@ -51,24 +51,24 @@ def replay_inputs(ctx: Context, n: int) -> list[np.ndarray] | None:
 
 
 def run(ctx: Context) -> None:
-    if ctx.job.get("timed"):
+    if ctx.job.timed:
         run_timed(ctx)
         return
     job, out, submission = ctx.job, ctx.out, ctx.submission
     try:
-        if job["module"] == CUBLAS:
+        if job.module == CUBLAS:
             launch = cublas_gemm
         else:
-            launch = load_function(submission, job["module"], job["function"])
+            launch = load_function(submission, job.module, job.function)
     except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
         save_error(out / "load.err", err, submission)
         return
     mark("load")
     watch = simulator_watch(ctx.on_gpu)
-    replay = set(job.get("replay", []))
-    counted = job.get("counted") if not ctx.on_gpu else None
+    replay = set(job.replay)
+    counted = job.counted if not ctx.on_gpu else None
     last = None  # the previous case and its device buffers, for a case that reuses them
-    for n, spec in enumerate(job["cases"]):
+    for n, spec in enumerate(job.cases):
         case = GemmCase.from_json(spec)
         try:
             ops = operands(ctx, f"case-{n}", case)
@@ -107,14 +107,14 @@ def run(ctx: Context) -> None:
             mark("case-0")  # the first call compiles the kernels
 
     mark("cases")
-    if job.get("profile") and not ctx.on_gpu:
+    if job.profile and not ctx.on_gpu:
         try:
-            _profile_case(ctx, launch, GemmCase.from_json(job["profile"]))
+            _profile_case(ctx, launch, GemmCase.from_json(job.profile))
         except BaseException as err:  # noqa: BLE001
             save_error(out / PROFILE_ERROR, err, submission)
         mark("counted-call")
 
-    perf = [GemmCase.from_json(spec) for spec in job.get("perf", [])]
+    perf = [GemmCase.from_json(spec) for spec in job.perf]
     if perf:
         time_cases(ctx, launch, perf)
         mark("perf")
@@ -135,23 +135,22 @@ def run_timed(ctx: Context) -> None:
     job's own record, which the grader counts against every kernel)."""
     job, out, submission = ctx.job, ctx.out, ctx.submission
     launchers = {}
-    for entry in job["timed"]:
+    for entry in job.timed:
         try:
-            launchers[entry["kernel"]] = load_function(submission, entry["module"],
-                                                       entry["function"])
+            launchers[entry.kernel] = load_function(submission, entry.module, entry.function)
         except BaseException as err:  # noqa: BLE001
-            save_error(out / f"{entry['kernel']}-load.err", err, submission)
+            save_error(out / f"{entry.kernel}-load.err", err, submission)
     mark("load")
     library_traps = ctx.extra.get("traps")
-    perf = [GemmCase.from_json(spec) for spec in job["perf"]]
-    for entry in job["timed"]:
-        kernel = entry["kernel"]
+    perf = [GemmCase.from_json(spec) for spec in job.perf]
+    for entry in job.timed:
+        kernel = entry.kernel
         if kernel not in launchers:
             continue
         if library_traps:
             library_traps.record = out / f"{kernel}-{RECORD}"
         # One window per kernel: the others' jobs go on between.
-        time_cases(ctx, launchers[kernel], perf, prefix=f"{kernel}-", seed=entry["perf_seed"])
+        time_cases(ctx, launchers[kernel], perf, prefix=f"{kernel}-", seed=entry.perf_seed)
         mark(f"timed {kernel}")
 
 
@@ -215,9 +214,9 @@ class TimedCase:
         self.bufs = tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf))
         self.views = ops.views(self.bufs)  # the same view objects in every call
         self.pristine_C = to_device(ops.C_buf)
-        self.repeats, self.warmup = job["repeats"], job["warmup"]
+        self.repeats, self.warmup = job.repeats, job.warmup
         calls = self.repeats + self.warmup
-        seed = job["perf_seed"] if seed is None else seed
+        seed = job.perf_seed if seed is None else seed
         self.factors = call_factors(seed + n, calls + 1)
         # Computed now, uploaded at each call: kept on the device, a call's kernels could
         # find the later calls' A there (device memory is the process's to read) and

@@ -52,6 +52,7 @@ from grader.worker.common import (
     read_inputs,
     write_phases,
 )
+from grader.worker.jobs import Job, MpiJob
 
 _STARTED = time.time(), time.process_time()  # for phases.json (GRADER_PROFILE)
 
@@ -240,13 +241,13 @@ RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
        "train": run_train, "average": run_average, "combined": run_combined}
 
 
-def _device_set_up(job: dict, submission: Path) -> Any:
+def _device_set_up(job: MpiJob, submission: Path) -> Any:
     """The combined item runs the submission's kernels: the backend chosen, numba (and
     CuPy on a GPU) loaded, the launch recorder installed and, in the simulator, kernels
     restricted as compiled ones are (grader/worker/__main__.py does the same for Part 2),
     all before anything submitted is imported. Returns the recorder (None for the other
     kinds, which run no kernel and skip this)."""
-    if job["kind"] != "combined":
+    if job.kind != "combined":
         return None
     import threading
 
@@ -259,8 +260,8 @@ def _device_set_up(job: dict, submission: Path) -> Any:
 
         preload_numba_math()
     else:
-        if job.get("thread_stack_kb"):  # a Python thread per simulated CUDA thread
-            threading.stack_size(int(job["thread_stack_kb"]) * 1024)
+        if job.thread_stack_kb:  # a Python thread per simulated CUDA thread
+            threading.stack_size(job.thread_stack_kb * 1024)
         kernelsim.install()
         blocksync.install()
         warps.install()
@@ -280,11 +281,11 @@ def _wait_for_all(comm: Any) -> None:
         time.sleep(0.002)
 
 
-def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any, Any]:
+def set_up(job: MpiJob, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray], Any, Any]:
     """This rank's submission copy and inputs, then confinement (see the module's text).
     Returns (submission, inputs, snapshot of the trusted modules, launch recorder or
     None)."""
-    home = Path(job["ranks_dir"]) / f"rank-{rank}"
+    home = Path(job.ranks_dir) / f"rank-{rank}"
     inputs = read_inputs(home / "inputs.npz")
     submission = (home / "submission").resolve()
     scratch = home / "tmp"
@@ -306,15 +307,15 @@ def set_up(job: dict, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray],
     # one another, and cannot stand in for an installed module.
     sys.path.append(str(submission))
     MPI.COMM_WORLD = RefusedWorld()  # the kit keeps its own reference (main's `world`)
-    return submission, inputs, confine(submission, Path(job["outdir"]), [scratch]), recorder
+    return submission, inputs, confine(submission, Path(job.outdir), [scratch]), recorder
 
 
-def _run_cases(job: dict, world: Any, MPI: Any, out: Path, run: Any, submission: Path,
+def _run_cases(job: MpiJob, world: Any, MPI: Any, out: Path, run: Any, submission: Path,
                inputs: dict[str, np.ndarray], snapshot: Any) -> None:
     """Every case of the job in order, on communicators of its first ranks (the module's
     text); a rank that fails writes its error and stops the whole job."""
     rank = world.Get_rank()
-    for n, case in enumerate(job["cases"]):
+    for n, case in enumerate(job.cases):
         if rank == 0:
             (out / f"case-{n}.started").write_text("")
         inside = rank < case["ranks"]
@@ -344,9 +345,11 @@ def main(argv: list[str]) -> int:
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
     job_file = Path(argv[1])
-    job = json.loads(job_file.read_text())
-    LIMITS.update(job.get("limits", {}))
-    out, run = Path(job["outdir"]), RUN[job["kind"]]  # taken before the submission runs
+    job = Job.from_json(json.loads(job_file.read_text()))
+    if not isinstance(job, MpiJob):
+        raise ValueError(f"not an MPI job: {job.kind}")
+    LIMITS.update(job.limits)
+    out, run = Path(job.outdir), RUN[job.kind]  # taken before the submission runs
     PHASES.append(("start", *_STARTED))
     mark("mpi")
     submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
@@ -356,7 +359,7 @@ def main(argv: list[str]) -> int:
     _wait_for_all(world)  # every rank has read the job and its inputs
     if rank == 0:
         job_file.unlink(missing_ok=True)
-    with Profiled(job if rank == 0 else {}, out):
+    with Profiled(job.cprofile and rank == 0, out):
         _run_cases(job, world, MPI, out, run, submission, inputs, snapshot)
     try:
         snapshot.check()

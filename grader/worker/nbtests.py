@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from grader.worker.jobs import Job, NotebookJob
+
 
 def is_array(value: Any) -> bool:
     """A NumPy, CuPy or numba (real or simulated) array."""
@@ -97,7 +99,7 @@ class Recorder:
         return result
 
 
-def run(job: dict) -> None:
+def run(job: NotebookJob) -> None:
     from grader.worker import launches
     from grader.worker.common import confine
     from nnkit.backend import cuda, select
@@ -108,15 +110,15 @@ def run(job: dict) -> None:
     from nnkit.checks import check  # bound before any submitted code runs
     from nnkit.submission import load_function
 
-    out = Path(job["outdir"])
-    submission = Path(job["submission"]).resolve()
+    out = Path(job.outdir)
+    submission = Path(job.submission).resolve()
     sys.path.append(str(submission))  # last (the worker runs with -P)
     # Every case is run and recorded, right or wrong: the verdicts are the grader's.
     checks._close = lambda *args, **kwargs: None
     counter = launches.Recorder(submission, backend.on_gpu)
     counter.install()
     snapshot = confine(submission, out, [Path(os.environ.get("TMPDIR", "/tmp"))])
-    for number, call in enumerate(job["checks"]):
+    for number, call in enumerate(job.checks):
         try:
             fn = load_function(submission, call["module"], call["function"])
         except BaseException as err:  # noqa: BLE001 - any failure of student code is reported
@@ -131,11 +133,13 @@ def run(job: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    job = json.loads(Path(argv[1]).read_text())
-    if job.get("thread_stack_kb"):  # the simulator's thread per CUDA thread: small stacks
-        threading.stack_size(int(job["thread_stack_kb"]) * 1024)
+    job = Job.from_json(json.loads(Path(argv[1]).read_text()))
+    if not isinstance(job, NotebookJob):
+        raise ValueError(f"not a notebook job: {job.kind}")
+    if job.thread_stack_kb:  # the simulator's thread per CUDA thread: small stacks
+        threading.stack_size(job.thread_stack_kb * 1024)
     run(job)
-    (Path(job["outdir"]) / "done").write_text("")
+    (Path(job.outdir) / "done").write_text("")
     return 0
 
 

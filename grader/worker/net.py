@@ -107,8 +107,8 @@ def run_units(ctx: Context) -> None:
     job, out, submission, recorder = ctx.job, ctx.out, ctx.submission, ctx.recorder
     gemm = recorder.gemm_observer(make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
     watch = simulator_watch(ctx.on_gpu)
-    replay = set(job.get("replay", []))
-    for n, case in enumerate(job["cases"]):
+    replay = set(job.replay)
+    for n, case in enumerate(job.cases):
         try:
             module, _ = FUNCTIONS[case["function"]]
             fn = load_function(submission, module, case["function"])
@@ -293,18 +293,18 @@ def run_training(ctx: Context) -> None:
     from nnkit.training import DeviceRunner, TrainConfig, make_gemm, train
 
     job, out, submission = ctx.job, ctx.out, ctx.submission
-    spec = job["data"]
+    spec = job.data
     data = dataset.load(spec["source"], spec["val_fraction"], spec["seed"], spec["pool"],
                         spec["limit"])
     gemm = ctx.recorder.gemm_observer(make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
     mark("data")
-    for m, mode in enumerate(job["modes"]):
+    for m, mode in enumerate(job.modes):
         try:
             config = TrainConfig(**{**mode, "hidden": tuple(mode["hidden"])})
             params = network.glorot_uniform(config.sizes(data.features), config.seed)
             runner = DeviceRunner(submission, params, config, gemm)
             audits: list[dict] = []
-            full = {int(x) for x in job["audit_calls"][m]}  # per mode, from the secret
+            full = {int(x) for x in job.audit_calls[m]}  # per mode, from the secret
             wrapped = audited_functions(runner, ctx.recorder, full, audits)
             history = train(runner, data, config, evaluate=False)
             ctx.snapshot.check()
@@ -333,11 +333,11 @@ def run_speed(ctx: Context) -> None:
     from nnkit.training import DeviceRunner, TrainConfig, make_gemm
 
     job, out, submission, clock = ctx.job, ctx.out, ctx.submission, ctx.clock
-    spec = job["data"]
+    spec = job.data
     try:
         data = dataset.load(spec["source"], spec["val_fraction"], spec["seed"], spec["pool"],
                             spec["limit"])
-        config = TrainConfig(**{**job["mode"], "hidden": tuple(job["mode"]["hidden"])})
+        config = TrainConfig(**{**job.mode, "hidden": tuple(job.mode["hidden"])})
         params = network.glorot_uniform(config.sizes(data.features), config.seed)
         gemm = ctx.recorder.gemm_observer(make_gemm(trusted_gemm_name(ctx.on_gpu), submission))
         runner = DeviceRunner(submission, params, config, gemm)
@@ -353,7 +353,7 @@ def run_speed(ctx: Context) -> None:
         spare.step(data.train.images[first], data.train.labels[first])
         del spare
         audits: list[dict] = []
-        full = {int(x) for x in job.get("audit_calls", [])}
+        full = {int(x) for x in job.audit_calls}
         wrapped = audited_functions(runner, ctx.recorder, full, audits, clock=clock)
         seconds = []
 

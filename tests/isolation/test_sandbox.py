@@ -20,6 +20,7 @@ from grader.checks.gemm import check_perf
 from grader.isolation import probe, sandbox
 from grader.isolation.runner import copy_submission, run_worker
 from grader.scoring import DEFAULT_CONFIG, ConfigError, load_config
+from grader.worker.jobs import GemmJob
 from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, TESTS, run_kit
 
@@ -106,9 +107,8 @@ def _perf_job(tmp_path, source: str) -> tuple[GemmCase, object]:
     case = GemmCase(9, 7, 5, 2.0, 5.0, seed=900)
     workdir = tmp_path / "job"
     copy = copy_submission(sub, workdir / "submission")
-    job = {"submission": str(copy), "module": "gemm_1_naive", "function": "gemm_naive",
-           "cases": [], "perf": [case.to_json()], "repeats": 3, "warmup": 1,
-           "perf_seed": PERF_SEED}
+    job = GemmJob(submission=str(copy), module="gemm_1_naive", function="gemm_naive",
+                  perf=[case.to_json()], repeats=3, warmup=1, perf_seed=PERF_SEED)
     return case, run_worker(job, workdir, 120, on_gpu=False,
                             inputs=job_inputs([], [case], SECRET))
 

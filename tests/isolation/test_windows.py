@@ -13,6 +13,7 @@ import pytest
 
 from grader.isolation import gpus, runner, windows
 from grader.worker import window as worker_window
+from grader.worker.jobs import GemmJob, MpiJob
 from nnkit.timing import capture
 
 
@@ -273,15 +274,15 @@ def test_a_job_out_of_gpu_memory_beside_others_runs_again_alone(tmp_path, monkey
     monkeypatch.setattr(runner, "_attempt", attempt)
     monkeypatch.setattr(gpus, "current_gate", lambda: gpus.Gate(4))
     monkeypatch.setattr(gpus, "exclusive", lambda: _Alone(alone))
-    job = {"kind": "gemm", "submission": str(workdir.resolve() / "submission"),
-           "other": "/elsewhere/submission"}
+    job = MpiJob(kind="ring", submission=str(workdir.resolve() / "submission"),
+                 ranks_dir="/elsewhere/ranks")
     run = runner.run_worker(job, workdir, 10, on_gpu=True)
     assert run.outdir == tmp_path / "second" / "results"
     assert len(calls) == 2 and alone == ["in", "out"]
     job2, where2 = calls[1]
     assert where2 == workdir.resolve().with_name("gemm-naive-alone")
-    assert job2["submission"] == str(where2 / "submission")
-    assert job2["other"] == "/elsewhere/submission"
+    assert job2.submission == str(where2 / "submission")
+    assert job2.ranks_dir == "/elsewhere/ranks"  # a path outside the folder: as it was
     assert (where2 / "submission" / "gemm_1_naive.py").read_text() == "honest = True\n"
     assert (where2 / "rank-1" / "inputs.npz").exists()
     assert not workdir.resolve().with_name("gemm-naive-aside").exists()
@@ -292,7 +293,7 @@ def test_a_job_out_of_memory_alone_is_not_run_again(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_attempt", lambda *a: calls.append(a) or _run(
         tmp_path / "r", tail="Out of memory allocating"))
     monkeypatch.setattr(gpus, "current_gate", lambda: None)  # the GPU is the job's alone
-    runner.run_worker({"kind": "gemm"}, tmp_path / "w", 10, on_gpu=True)
+    runner.run_worker(GemmJob(), tmp_path / "w", 10, on_gpu=True)
     assert len(calls) == 1
 
 

@@ -19,7 +19,7 @@ def _rewriting_worker(calls: list):
         copy = workdir / "submission"
         clean = (NAMED["solution"] / "net_2_backprop.py").read_text()
         (copy / "net_2_backprop.py").write_text(clean)
-        calls.append(job["kind"])
+        calls.append(job.kind)
         out = workdir / "out"
         out.mkdir(parents=True, exist_ok=True)
         return WorkerRun(out, 0, False, "", "fake", 1.0)

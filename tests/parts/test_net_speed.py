@@ -100,9 +100,9 @@ AUDIT = {"audits": [{"function": "forward", "call": 4, "outputs": 3, "missing": 
 def _fake_worker(params: dict | None, seconds: list | None, audit: dict | None = None):
     """run_worker's stand-in: the files a speed job leaves."""
     def run(job, workdir, timeout, on_gpu, **kw):
-        assert job["kind"] == "net_speed" and job["mode"]["epochs"] == 10
+        assert job.kind == "net_speed" and job.mode["epochs"] == 10
         # Steps drawn from the secret, fewer than an epoch's 3 (12 rows in batches of 4).
-        assert len(job["audit_calls"]) == 2 and all(0 <= c < 30 for c in job["audit_calls"])
+        assert len(job.audit_calls) == 2 and all(0 <= c < 30 for c in job.audit_calls)
         out = workdir / "out"
         shutil.rmtree(out, ignore_errors=True)  # as each real job's folder is fresh
         out.mkdir(parents=True)

@@ -6,6 +6,7 @@ import time
 
 from grader.isolation import runner
 from grader.worker import common
+from grader.worker.jobs import GemmJob, NetJob
 
 
 def test_marks_carry_wall_and_cpu_seconds(monkeypatch):
@@ -24,7 +25,7 @@ def test_profile_lines_give_each_phase_its_seconds_and_cpu(tmp_path, monkeypatch
     now = time.time()
     (results / "phases.json").write_text(json.dumps(
         [["start", now + 1.0, 0.25], ["imports", now + 1.5, 0.5], ["old-style", now + 2.0]]))
-    runner.write_profile({"kind": "gemm", "module": "m"}, results, now - 0.5, now, 2.0, 1.75)
+    runner.write_profile(GemmJob(module="m"), results, now - 0.5, now, 2.0, 1.75)
     line = json.loads((tmp_path / "profile.jsonl").read_text())
     assert line["cpu_children"] == 1.75 and line["worker_seconds"] == 2.0
     assert line["steps"]["sandbox"] == 0.5
@@ -44,6 +45,6 @@ def test_a_profiled_block_leaves_its_costliest_functions_for_the_runner(tmp_path
     assert "busy" in (tmp_path / "cprofile.txt").read_text()
     monkeypatch.setenv(runner.PROFILE, str(tmp_path / "profile.jsonl"))
     monkeypatch.setenv(runner.CPROFILE, "1")
-    runner.write_profile({"kind": "net_units"}, tmp_path, time.time(), time.time(), 1.0, 1.0)
+    runner.write_profile(NetJob(kind="net_units"), tmp_path, time.time(), time.time(), 1.0, 1.0)
     text = (tmp_path / "profile.jsonl.cprofile.txt").read_text()
     assert text.startswith("=== net_units") and "busy" in text

@@ -22,6 +22,7 @@ SCRIPT = textwrap.dedent("""
     from grader.checks.gemm import check_perf
     from grader.worker import gemm, launches, tamper
     from grader.worker.common import Context
+    from grader.worker.jobs import GemmJob
     from grader.worker.window import Window
     from nnkit import timing
     from nnkit.backend import select
@@ -32,7 +33,7 @@ SCRIPT = textwrap.dedent("""
     case = GemmCase(16, 8, 4, 2.0, 5.0, seed=900)
     recorder = launches.Recorder(submission, False)
     recorder.install()
-    job = {"repeats": 20, "warmup": 2, "perf_seed": 77}  # the config's, as the cheat assumes
+    job = GemmJob(repeats=20, warmup=2, perf_seed=77)  # the config's, as the cheat assumes
     clock = timing.capture()
     ctx = Context(job, out, submission, job_inputs([], [case], 42), recorder,
                   tamper.Snapshot((), ()), clock, False, {"window": Window(None, clock)})
