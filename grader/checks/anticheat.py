@@ -14,15 +14,18 @@ Layers, each reported in the feedback with the line of the submission it concern
   counts only if the submission's own kernels reproduce it.
 
 The static scan below searches the AST of the kernel's module and of the submission's
-modules it imports for the `@` operator, attributes and imported names such as matmul,
-dot, einsum, tensordot or cublas, string constants naming them, and imports of libraries
-that provide them. Code under `if __name__ == "__main__":` is not graded and not scanned.
+modules it imports for the `@` operator, library attributes and imported names such as
+matmul, dot, einsum, tensordot or cublas (a module's, or an array's `.dot`: not the
+submission's own functions and fields of those names), their names looked up as strings
+(getattr, a module's `__dict__`), and imports of libraries that provide them. Code under
+`if __name__ == "__main__":` is not graded and not scanned.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +39,40 @@ __all__ = ["RECORD", "Finding", "PolicyVerdict", "policy_verdict", "read_hits", 
 # Static scan (in the grader)
 
 
+# Methods of NumPy's and CuPy's arrays that compute a product (`A.dot(B)`): flagged on
+# any object, since what a name holds is not known from the source.
+ARRAY_PRODUCTS = frozenset({"dot", "__matmul__", "__rmatmul__", "__imatmul__"})
+# Calls that turn a string into an attribute or a module: a product's name given to one
+# of them is a product reached by name (most are refused by the policy already).
+BY_NAME = frozenset({"getattr", "attrgetter", "methodcaller", "import_module", "__import__",
+                     "__getattribute__", "getattr_static", "find_spec"})
+
+
 class _Scanner(ast.NodeVisitor):
-    def __init__(self, file: str):
+    """Library products in one module. Names are judged by where they come from: the
+    submission's own modules may call their functions `dot` and their fields `inner`, and
+    a string is a product's name only where it is looked up by name."""
+
+    def __init__(self, file: str, own: Callable[[str], bool]):
         self.file, self.findings = file, []
+        self.own = own  # whether a module name is one of the submission's
         self.local_imports: list[str] = []
+        self.modules: dict[str, bool] = {}  # name bound by an import -> is the submission's
 
     def _add(self, what: str, node: ast.AST) -> None:
         self.findings.append(Finding(what, self.file, getattr(node, "lineno", 0)))
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for child in ast.walk(node):  # bindings first: an import may follow its use
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    self.modules[bound] = self.own(alias.name.split(".")[0])
+            elif isinstance(child, ast.ImportFrom):
+                mine = child.level > 0 or self.own((child.module or "").split(".")[0])
+                for alias in child.names:
+                    self.modules[alias.asname or alias.name] = mine
+        self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
         test = node.test
@@ -67,7 +97,14 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in PRODUCTS:
-            self._add(f"{_dotted(node)}", node)
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            mine = self.modules.get(root.id) if isinstance(root, ast.Name) else None
+            # A module's attribute (np.dot, cupy.matmul) or an array's product method;
+            # not a function or field of the submission's own (helpers.dot, shape.inner).
+            if mine is False or (mine is None and node.attr in ARRAY_PRODUCTS):
+                self._add(f"{_dotted(node)}", node)
         self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -80,8 +117,10 @@ class _Scanner(ast.NodeVisitor):
         module = node.module or ""
         if node.level == 0 and _library(module):
             self._add(f"from {module} import ...", node)
+        mine = node.level > 0 or self.own(module.split(".")[0])
         for alias in node.names:
-            if alias.name in PRODUCTS or (node.level == 0 and _library(f"{module}.{alias.name}")):
+            if (alias.name in PRODUCTS and not mine) or (
+                    node.level == 0 and _library(f"{module}.{alias.name}")):
                 self._add(f"from {'.' * node.level}{module} import {alias.name}", node)
         if node.level > 0:
             if module:
@@ -91,8 +130,27 @@ class _Scanner(ast.NodeVisitor):
         elif module:
             self.local_imports.append(module)
 
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in BY_NAME:
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and arg.value in PRODUCTS:
+                    self._add(f"the string {arg.value!r}", arg)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        # A module's table by a product's name: np.__dict__["dot"], vars(np)["matmul"].
+        table = node.value
+        by_table = (isinstance(table, ast.Attribute) and table.attr == "__dict__") or (
+            isinstance(table, ast.Call) and getattr(table.func, "id", "") in ("vars", "globals"))
+        key = node.slice
+        if by_table and isinstance(key, ast.Constant) and key.value in PRODUCTS:
+            self._add(f"the string {key.value!r}", key)
+        self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and (node.value in PRODUCTS or _library(node.value)):
+        if isinstance(node.value, str) and _library(node.value):
             self._add(f"the string {node.value!r}", node)
 
 
@@ -112,6 +170,10 @@ def scan(folder: Path, module: str) -> list[Finding]:
     from grader import safe_io
 
     folder = Path(folder)
+
+    def own(name: str) -> bool:  # a module of the submission's (a file beside the graded)
+        return bool(name) and name.isidentifier() and (folder / f"{name}.py").is_file()
+
     findings: list[Finding] = []
     todo, seen = [module], set()
     while todo:
@@ -120,7 +182,7 @@ def scan(folder: Path, module: str) -> list[Finding]:
         if name in seen or path.is_symlink() or not path.is_file():
             continue
         seen.add(name)
-        scanner = _Scanner(path.name)
+        scanner = _Scanner(path.name, own)
         try:  # a regular file within what jobs get (1 MiB, grader/submissions.py)
             text = safe_io.read_bytes(path, 1 << 20).decode(errors="replace")
             scanner.visit(ast.parse(text, filename=str(path)))

@@ -7,6 +7,7 @@ import ast
 
 from grader.checks.policy.kernels import _kernel_path, _vector_type
 from grader.checks.policy.names import (
+    ARRAY_PRODUCTS,
     ATTR_BUILTINS,
     BACKEND_BY_PART,
     COMM_DENY,
@@ -130,7 +131,9 @@ class _AttributeRules:
         elif attr in DANGER_MODULES and not (full is not None and full.is_module):
             return "import"
         elif self.gemm_or_net:
-            if attr in PRODUCTS:
+            # On an object: only an array's product method (A.dot(B)); a field or function
+            # of the submission's own may be called `inner` or `dot` (helpers.dot).
+            if attr in ARRAY_PRODUCTS and not sibling_module:
                 return "product"
             if self.kernel is None and attr in REDUCTIONS and not (
                     ref is not None and ref.module.startswith("numba.cuda")):

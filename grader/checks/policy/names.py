@@ -81,6 +81,9 @@ PRODUCTS = frozenset({
     "linalg", "matrix_power", "convolve", "correlate", "cov", "corrcoef", "polynomial",
     "fft",
 })
+# Of those, the methods of NumPy's and CuPy's arrays: the products on an object whose
+# kind the source does not tell.
+ARRAY_PRODUCTS = frozenset({"dot"})
 # Reductions and host copies of operands (Parts 1 and 2, on anything but a module).
 REDUCTIONS = frozenset({
     "sum", "prod", "cumsum", "cumprod", "mean", "nansum", "nanprod", "nanmean", "average",
