@@ -12,11 +12,14 @@ to have each thread compute several elements of C (16 in the handout's design), 
   multiply-add); tiles of T x T load about 2/T, and even staging one operand only loads
   about once. A token shared array the kernel does not compute from leaves the global
   loads at two.
-- register, hierarchical: some kernel of the call runs at most one thread per
+- register, hierarchical: some kernel of the call stores C from at most one thread per
   MIN_OUTPUTS_PER_THREAD elements of C and does a product's share of the loads (global
   and shared, at least MIN_LOAD_SHARE of the multiply-adds: a 64x64 tile staged in shared
   memory loads 1/32 from global). Another kernel may scale C by beta, a thread per
-  element; the naive and shared kernels run a thread per element of C.
+  element; the naive and shared kernels run a thread per element of C. The threads
+  counted are those that stored to global memory: a block's threads past C's edge
+  launch but compute nothing (a 2x2 micro-tile on 32x32 tiles launches 1,024 threads for
+  the 1,320 elements of the counted case, and 340 of them store C).
 
 The call counted is a graded one (grader/cases/gemm.py COUNTED_SHAPE), counted while it is
 graded: a launcher cannot behave otherwise when counted, since this call's C is checked as
@@ -70,14 +73,15 @@ def rule_problem(kernel: str, counts: dict[str, dict], case: GemmCase) -> str:
     if kernel in ("register", "hierarchical"):
         def blocked(c: dict) -> bool:
             loads = int(c.get("global_load_accesses", 0)) + int(c.get("shared_load_accesses", 0))
-            threads = int(c.get("threads", 0))
+            threads = int(c.get("storing_threads", 0))
             return (0 < threads * MIN_OUTPUTS_PER_THREAD <= outputs
                     and loads >= MIN_LOAD_SHARE * fmas)
 
         if not any(blocked(c) for c in counts.values()):
-            fewest = min(int(c.get("threads", 0)) for c in counts.values())
+            fewest = min(int(c.get("storing_threads", 0)) for c in counts.values())
             return (f"the {kernel} version has no kernel that computes the product with at "
                     f"least {MIN_OUTPUTS_PER_THREAD} elements of C a thread ({where}: "
-                    f"{outputs} elements, {fewest} threads in its smallest launch): register "
-                    "blocking has each thread compute several")
+                    f"{outputs} elements, stored by {fewest} threads in its kernel with "
+                    "the fewest storing threads): register blocking has each thread "
+                    "compute several")
     return ""

@@ -76,6 +76,9 @@ class KernelCounts:
     shared_store_accesses: int = 0
     shared_store_conflicts: int = 0
     threads: int = 0  # CUDA threads launched (grid times block, every launch)
+    # Of those, the threads that stored to global memory: a tile's edge threads that
+    # fall outside C launch, but compute and store nothing.
+    storing_threads: int = 0
     # Dynamic shared memory asked for (bytes, the largest launch): its accesses are not
     # counted (simcheck does not track its views), but it shows the kernel stages tiles.
     dynamic_shared_bytes: int = 0
@@ -149,10 +152,13 @@ class Counter:
     def end_block(self) -> None:
         """Fold the finished block's groups into the current kernel's totals."""
         groups, self._groups = self._groups, {}
-        self._lanes, self._epochs = {}, {}
+        lanes_of, self._lanes, self._epochs = self._lanes, {}, {}
         totals = self._current
         if totals is None:
             return
+        totals.storing_threads += sum(
+            any(sequence[0] == GLOBAL_STORE for sequence in sequences)
+            for sequences in lanes_of.values())
         for key, lanes in groups.items():
             kind, n = key[0][0], len(lanes)
             if kind in (GLOBAL_LOAD, GLOBAL_STORE):

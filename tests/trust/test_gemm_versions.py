@@ -65,7 +65,7 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
 
 
 def _counts(**values: int) -> dict[str, dict]:
-    return {"k": {"global_load_accesses": 0, "shared_load_accesses": 0, "threads": 0,
+    return {"k": {"global_load_accesses": 0, "shared_load_accesses": 0, "storing_threads": 0,
                   **values}}
 
 
@@ -81,18 +81,32 @@ def test_the_version_rules_at_their_edges():
     dynamic = _counts(dynamic_shared_bytes=8192)  # its accesses are not counted
     assert rule("shared", dynamic, case) == ""
     share = fmas // 64
-    assert rule("register", _counts(threads=64 * 64 // 2, shared_load_accesses=share),
+    assert rule("register", _counts(storing_threads=64 * 64 // 2, shared_load_accesses=share),
                 case) == ""
-    assert "no kernel" in rule("register", _counts(threads=64 * 64 // 2 + 1,
+    assert "no kernel" in rule("register", _counts(storing_threads=64 * 64 // 2 + 1,
                                                    shared_load_accesses=share), case)
     # Few threads but hardly any loads: a decoy beside a naive product kernel.
-    decoy = {"decoy": {"global_load_accesses": share - 1, "threads": 64},
-             "naive": {"global_load_accesses": 2 * fmas, "threads": 64 * 64}}
+    decoy = {"decoy": {"global_load_accesses": share - 1, "storing_threads": 64},
+             "naive": {"global_load_accesses": 2 * fmas, "storing_threads": 64 * 64}}
     assert "no kernel" in rule("register", decoy, case)
-    assert rule("naive", _counts(threads=10 ** 6), case) == ""
+    assert rule("naive", _counts(storing_threads=10 ** 6), case) == ""
     # A kernel scaling C by beta (a thread per element, more counted loads than a product
     # kernel whose tiles sit in uncounted dynamic shared memory) beside the product's.
-    epilogue = {"scale": {"global_load_accesses": 2 * 64 * 64, "threads": 64 * 64},
-                "product": {"global_load_accesses": fmas // 32, "threads": 256,
+    epilogue = {"scale": {"global_load_accesses": 2 * 64 * 64, "storing_threads": 64 * 64},
+                "product": {"global_load_accesses": fmas // 32, "storing_threads": 256,
                             "dynamic_shared_bytes": 32768}}
     assert rule("register", epilogue, case) == ""
+
+
+def test_threads_past_the_edge_of_C_are_not_counted_as_computing():
+    """A 2x2 micro-tile on 32x32 tiles (found by a correct submission that lost its
+    points): on the counted 33x40 case its 4 blocks launch 1,024 threads for 1,320
+    elements, but only the 17 x 20 threads inside C store anything."""
+    case = GemmCase(33, 40, 37, 2.0, 5.0, seed=1)
+    fmas = 33 * 40 * 37
+    two_by_two = {"k": {"threads": 1024, "storing_threads": 17 * 20,
+                        "shared_load_accesses": fmas, "global_load_accesses": fmas // 16}}
+    assert gemm_structure.rule_problem("register", two_by_two, case) == ""
+    naive = {"k": {"threads": 1024 + 256, "storing_threads": 33 * 40,
+                   "global_load_accesses": 2 * fmas}}
+    assert "stored by 1320 threads" in gemm_structure.rule_problem("register", naive, case)

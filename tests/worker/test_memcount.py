@@ -155,3 +155,11 @@ def test_a_kernel_launched_twice_adds_up_and_counting_ends_with_the_block():
     # Outside instrument(), nothing is counted.
     tile_reads[1, (S, S)](x, out, False)
     assert counter.kernels["tile_reads"].launches == 2
+
+
+def test_only_threads_that_store_are_counted_as_storing():
+    """A 20 x 20 C on one 32 x 32 block: 1,024 threads launch, the 400 inside C store."""
+    A, B, C = (to_device(np.ones((20, 4), np.float32)), to_device(np.ones((4, 20), np.float32)),
+               to_device(np.zeros((20, 20), np.float32)))
+    c = _count(lambda: naive_rows_on_x[(1, 1), (S, S)](A, B, C))["naive_rows_on_x"]
+    assert c["threads"] == S * S and c["storing_threads"] == 20 * 20
