@@ -39,6 +39,13 @@ TRAIN_MODE = {"hidden": [8], "batch": 20, "epochs": 2, "lr": 0.5, "lam": 1e-3, "
 GRADIENT_SHAPES = [[8, 49], [10, 8], [8], [10]]  # dW1, dW2, db1, db2 of that network
 
 
+def minibatches(rows: int, mode: dict) -> list[int]:
+    """The rows of every minibatch one process trains on, in order: `rows` training rows
+    in minibatches of mode["batch"], the last one short, for mode["epochs"] epochs."""
+    batch = mode["batch"]
+    return [min(batch, rows - s) for s in range(0, rows, batch)] * mode["epochs"]
+
+
 def cases(kind: str) -> list[dict]:
     if kind == "scatter":
         specs = [(1, 5, 3, 0), (2, 7, 4, 0), (3, 800, 6, 0), (3, 2, 5, 2), (4, 3, 5, 0),

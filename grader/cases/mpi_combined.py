@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.cases.gemm import derived
+from grader.cases.mpi import minibatches
 from nnkit import dataset
 from nnkit.mnist import Split
 
@@ -102,7 +103,4 @@ def rank_inputs(data: Split, ranks: int = RANKS) -> list[dict[str, np.ndarray]]:
 
 def steps(job_plan: dict) -> list[int]:
     """The rows of every minibatch of the training, in order (for the tolerance)."""
-    rows, mode = job_plan["data"]["rows"], job_plan["mode"]
-    batch = mode["batch"]
-    one_epoch = [min(batch, rows - s) for s in range(0, rows, batch)]
-    return one_epoch * mode["epochs"]
+    return minibatches(job_plan["data"]["rows"], job_plan["mode"])

@@ -222,19 +222,37 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                   f"{'/'.join(map(str, sent))}){note}")
 
 
-def rows_shared(got: list[dict[str, np.ndarray]], total: int) -> str:
-    """Why the ranks did not share the rows out, or '': between them they must have
-    computed gradients of `total` rows (the training set times the epochs), as one process
-    does; a scatter that copies every minibatch to every rank, with an all-reduce that
-    adds nothing, trains each rank like one process and would agree with it."""
-    counts = [r.get("rows") for r in got]
-    if any(c is None or c.shape != (1,) for c in counts):
+def even_share(batches: list[int], ranks: int) -> tuple[int, int]:
+    """The fewest and the most rows one rank computes gradients of over `batches` (the
+    rows of every minibatch) when each minibatch is split as evenly as shard_counts
+    splits it, whichever ranks take the extra rows."""
+    return sum(b // ranks for b in batches), sum(-(-b // ranks) for b in batches)
+
+
+def rows_shared(counts: list[np.ndarray | None], batches: list[int], alone: str = "") -> str:
+    """Why the ranks did not share the rows out, or '' (counts: each rank's `rows`, the
+    rows it computed gradients of; batches: the minibatches one process trains on).
+    Between them the ranks must cover every row once (a scatter that copies every
+    minibatch to every rank, with an all-reduce that adds nothing, trains each rank like
+    one process and would agree with it), and each its even share of every minibatch (a
+    root that keeps every row, with weights 1 and 0 in the all-reduce, agrees too, with
+    no data parallelism at all). `alone`: how the feedback names one process."""
+    if any(c is None or getattr(c, "shape", None) != (1,) for c in counts):
         return "no count of the rows each rank trained on"
-    between = sum(int(c[0]) for c in counts)
-    if between != total:
-        return (f"the {len(got)} rank(s) computed gradients of {between} rows between them "
-                f"where one process does of {total}: every minibatch must be shared out by "
+    rows = [int(c[0]) for c in counts]
+    total, alone = sum(batches), alone or "one process"
+    if sum(rows) != total:
+        return (f"the {len(rows)} rank(s) computed gradients of {sum(rows)} rows between "
+                f"them where {alone} does of {total}: every minibatch must be shared out by "
                 "scatter_batch, each row to one rank")
+    low, high = even_share(batches, len(rows))
+    uneven = [(r, n) for r, n in enumerate(rows) if not low <= n <= high]
+    if uneven:
+        r, n = uneven[0]
+        return (f"rank {r} computed gradients of {n} of the {total} rows, where an even split "
+                f"of every minibatch (shard_counts) gives each of the {len(rows)} ranks "
+                f"{low} to {high}: scatter_batch must share every minibatch out across the "
+                "ranks")
     return ""
 
 

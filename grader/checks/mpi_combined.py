@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader.checks.mpi import rows_shared
 from grader.checks.net import AGREEMENT_TOL, relative_norms
 from grader.worker.mpi import NETWORK_CALLS  # the order of the counts' arrays
 from nnkit import network
@@ -107,20 +108,16 @@ def unreplayed_calls(runs: list[list[dict[str, np.ndarray]]]) -> str:
     return ""
 
 
-def shared_rows(alone: dict[str, np.ndarray], ranks: list[dict[str, np.ndarray]]) -> str:
-    """Why the ranks did not share the minibatches out, or '': between them they must
-    have trained on as many rows as the one process did (a scatter that hands every rank
-    the whole batch, with an all-reduce that adds nothing, trains each rank like one
-    process and would agree with it)."""
-    counts = [r.get("rows") for r in [alone, *ranks]]
-    if any(c is None or c.shape != (1,) for c in counts):
-        return "no count of the rows each rank trained on"
-    one, between = int(counts[0][0]), sum(int(c[0]) for c in counts[1:])
-    if between != one:
-        return (f"the {len(ranks)} ranks trained on {between} rows between them where one "
-                f"process trains on {one}: a Part 3 problem: every minibatch must be "
-                "shared out by scatter_batch, each row to one rank")
-    return ""
+def shared_rows(alone: dict[str, np.ndarray], ranks: list[dict[str, np.ndarray]],
+                batches: list[int]) -> str:
+    """Why the ranks did not share the minibatches out, or '' (grader/checks/mpi.py's
+    rows_shared: every row once between them, each rank its even share): the one process
+    must have trained on every row of `batches`, and the ranks between them likewise."""
+    one = alone.get("rows")
+    if one is None or getattr(one, "shape", None) != (1,) or int(one[0]) != sum(batches):
+        return "no count of the rows the one process trained on, or not every row"
+    problem = rows_shared([r.get("rows") for r in ranks], batches, "the one process")
+    return f"a Part 3 problem: {problem}" if problem else ""
 
 
 def largest_difference(got: list[dict[str, np.ndarray]], want: dict[str, np.ndarray]

@@ -276,7 +276,8 @@ def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
     if kind == "ring":
         return check_ring(case, got, [inputs[r][f"case-{n}/buffer"]
                                       for r in range(case["ranks"])])
-    shared = rows_shared(got, inputs[0]["train/labels"].shape[0] * case["mode"]["epochs"])
+    shared = rows_shared([r.get("rows") for r in got],
+                         mpi_cases.minibatches(inputs[0]["train/labels"].shape[0], case["mode"]))
     if shared:
         return False, shared
     if kind == "train":
