@@ -43,7 +43,8 @@ def scatter_batch(comm, X, labels, root: int = 0) -> tuple:
     shape = (X.shape[0], X.shape[1]) if rank == root else None
     n, d = comm.bcast(shape, root=root)
     if rank == root:
-        return np.ascontiguousarray(X, dtype=np.float32), np.ascontiguousarray(labels, dtype=np.int64)
+        return (np.ascontiguousarray(X, dtype=np.float32),
+                np.ascontiguousarray(labels, dtype=np.int64))
     return np.empty((0, d), dtype=np.float32), np.empty(0, dtype=np.int64)
     ### END SOLUTION
 

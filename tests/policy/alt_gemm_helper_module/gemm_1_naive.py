@@ -4,8 +4,8 @@ cuda.gridsize(1)), the dot product in a device function; the launcher prints its
 from __future__ import annotations
 
 import numpy as np
-
 from gemm_common import as_f32, ceil_div, log, store
+
 from nnkit.backend import cuda
 
 THREADS = 128

@@ -4,8 +4,8 @@ functions of gemm_common; the launch plan is a dataclass."""
 from __future__ import annotations
 
 import numpy as np
-
 from gemm_common import LOG2_WARP, LaunchPlan, as_f32, guarded, log, store
+
 from nnkit.backend import cuda
 
 TILE = 1 << LOG2_WARP  # 32

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
 from gemm_common import LaunchPlan, as_f32, log
+
 from nnkit.backend import cuda
 
 TILE_M: int = 16

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Tuple
 
 import numpy as np
 
@@ -28,15 +27,16 @@ class LaunchPlan:
     cols: int
     tile_rows: int
     tile_cols: int
-    threads: Tuple[int, int] = (32, 8)
+    threads: tuple[int, int] = (32, 8)
     notes: list = field(default_factory=list)
 
     @property
-    def grid(self) -> Tuple[int, int]:
+    def grid(self) -> tuple[int, int]:
         return (ceil_div(self.cols, self.tile_cols), ceil_div(self.rows, self.tile_rows))
 
     def describe(self) -> str:
-        return f"{self.rows}x{self.cols} in tiles of {self.tile_rows}x{self.tile_cols}: grid {self.grid}, block {self.threads}"
+        return (f"{self.rows}x{self.cols} in tiles of {self.tile_rows}x{self.tile_cols}: "
+                f"grid {self.grid}, block {self.threads}")
 
 
 def as_f32(x: float) -> np.float32:

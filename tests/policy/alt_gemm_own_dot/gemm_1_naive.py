@@ -4,8 +4,8 @@ device_helpers.py (the dot product of a row and a column, and the alpha/beta sto
 import math
 
 import numpy as np
-
 from device_helpers import axpby, dot
+
 from nnkit.backend import cuda
 
 BX, BY = 32, 8
