@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.reports.report import csv_value
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
 
@@ -102,7 +103,8 @@ def read_manual(path: Path, config: Config,
     try:
         header = [h.strip().lower() for h in next(reader, [])]
         columns = _columns(header)
-        for row in reader:
+        for cells in reader:
+            row = [csv_value(cell) for cell in cells]  # names as grades.csv writes them
             line = reader.line_num
             if not any(cell.strip() for cell in row):
                 continue

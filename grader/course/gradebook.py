@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader import safe_io
 from grader.course.testcells import CellResult, CheckCell, Student, open_gradebook
-from grader.reports.report import write_atomic
+from grader.reports.report import csv_cell, csv_value, write_atomic
 from nnkit.submission import KIT_ROOT
 
 
@@ -113,7 +113,7 @@ def write_gradebook(course: Path, assignments: list[str], students: list[str],
                     nb: dict[str, dict[str, tuple[float, float]]]) -> Path:
     """DIR/gradebook.csv: nbgrader's score per assignment, the kit's items, the totals."""
     with open(course / "kit_grades" / "grades.csv", newline="") as f:
-        kit = {row["submission"]: row for row in csv.DictReader(f)}
+        kit = {csv_value(row["submission"]): row for row in csv.DictReader(f)}
     # The kit's grades.csv also names each submission's report id and grading date.
     items = [k for k in next(iter(kit.values()), {}) if k not in (
         "submission", "id", "graded", "total", "max_total")]
@@ -133,7 +133,7 @@ def write_gradebook(course: Path, assignments: list[str], students: list[str],
         nb_total, nb_max = sum(s for s, _ in scores), sum(m for _, m in scores)
         row = kit.get(student, {})
         kit_total, kit_max = float(row.get("total") or 0), float(row.get("max_total") or 0)
-        writer.writerow([student, *[f"{x:g}" for pair in scores for x in pair],
+        writer.writerow([csv_cell(student), *[f"{x:g}" for pair in scores for x in pair],
                          f"{nb_total:g}", f"{nb_max:g}", *(row.get(i, "") for i in items),
                          f"{kit_total:g}", f"{kit_max:g}", f"{nb_total + kit_total:g}",
                          f"{nb_max + kit_max:g}"])
@@ -150,10 +150,10 @@ def nbgrader_scores(course: Path) -> tuple[list[str], list[str],
         header = list(rows[0]) if rows else []
     assignments = [h.split(":", 1)[1] for h in header
                    if h.startswith("nbgrader:") and not h.endswith(":max")]
-    scores = {r["student"]: {a: (float(r[f"nbgrader:{a}"] or 0),
+    scores = {csv_value(r["student"]): {a: (float(r[f"nbgrader:{a}"] or 0),
                                  float(r[f"nbgrader:{a}:max"] or 0)) for a in assignments}
               for r in rows}
-    return assignments, [r["student"] for r in rows], scores
+    return assignments, [csv_value(r["student"]) for r in rows], scores
 
 
 def merge_manual(course: Path, marks: Path, config_path: Path | None = None) -> Path:

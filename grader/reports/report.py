@@ -71,6 +71,21 @@ def display_name(name: object) -> str:
     return safe_io.clean_text(name, 200).replace("\n", "\\n").replace("\t", "\\t")
 
 
+# What makes a spreadsheet read a cell as a formula (=HYPERLINK(...) in a submission's
+# name would run when the instructor opens grades.csv): such text gets a leading quote.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """Text for a CSV cell that a spreadsheet shows as text, never runs as a formula."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def csv_value(cell: str) -> str:
+    """The text csv_cell was given, from the cell it wrote."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_STARTS) else cell
+
+
 def _cell(points: float | None, max_points: float, status: str) -> str:
     if status == NOT_GRADED or points is None:
         return "n/g"
@@ -275,7 +290,7 @@ def csv_text(rows: list[dict], item_ids: list[str] | None = None) -> str:
         item_ids = list(dict.fromkeys(i for r in rows for i in r["order"]))
     lines: list[list[str]] = [["submission", "id", *item_ids, "total", "max_total", "graded"]]
     for r in sorted(rows, key=lambda r: (display_name(r["name"]), r["id"])):
-        lines.append([display_name(r["name"]), r["id"],
+        lines.append([csv_cell(display_name(r["name"])), csv_cell(r["id"]),
                       *[_number(r["points"].get(i)) for i in item_ids],
                       _number(r["total"]), _number(r["max_total"]), r["graded_at"]])
     buffer = io.StringIO()

@@ -261,3 +261,28 @@ def test_a_name_chosen_as_another_students_id_takes_nothing(tmp_path):
                                 "al_ice-b004-77e0c1d2aa,report.quality,3,\n"
                                 "al_ice-b004096ab4,report.quality,3,\n"), CONFIG,
                            {"al ice": "x", "al_ice-b004096ab4": "x"})
+
+
+def test_a_name_a_spreadsheet_would_run_is_written_as_text_and_read_back(tmp_path):
+    """Found by a red-team round: a submission named =HYPERLINK(...) became a live formula
+    in grades.csv. It is written with a leading quote, and the manual marks and the
+    course's gradebook read the name back as it was."""
+    name = '=HYPERLINK("https://evil.example","see regrade")'
+    out = tmp_path / "grades"
+    book = Gradebook(out)
+    for who, points in ((name, 0.0), ("-dash", 10.0), ("alice", 10.0)):
+        book.add(_result(who, points))
+    with open(out / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["submission"] for r in rows} == {"'" + name, "'-dash", "alice"}
+    assert not any(cell.startswith(("=", "+", "-", "@")) for r in rows for cell in r.values())
+    marks = _csv(tmp_path, HEADER + "'-dash,report.quality,4,\n")
+    grades = manual.read_manual(marks, CONFIG, manual.student_keys(Gradebook(out).reports()))
+    assert [g.points for g in grades[next(iter(grades))].values()] == [4]
+    course = tmp_path / "course"
+    (course / "kit_grades").mkdir(parents=True)
+    (course / "kit_grades" / "grades.csv").write_text((out / "grades.csv").read_text())
+    with open(write_gradebook(course, [], [name, "-dash"], {}), newline="") as f:
+        book_rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert set(book_rows) == {"'" + name, "'-dash"}
+    assert book_rows["'-dash"]["kit_total"] == "10"
