@@ -30,7 +30,15 @@ def unit_cases(on_gpu: bool) -> list[dict]:
         for fn in ("bias_sigmoid", "add_bias", "sigmoid_backward"):
             cases.append(_case(fn, 10 + n, rows=rows, cols=cols))
         cases.append(_case("column_sums", 20 + n, rows=rows, cols=cols, scale=0.5 + n))
-    for n, rows in enumerate([1, 37, 6] + ([800, 1013] if on_gpu else [])):
+    # Past 256 threads along the dimension a launcher may give a thread each: the rows of
+    # the element-wise kernels, the columns of column_sums. A grid sized from the other
+    # dimension then leaves some unwritten.
+    for fn in ("bias_sigmoid", "add_bias", "sigmoid_backward"):
+        cases.append(_case(fn, 17, rows=257, cols=3))
+    cases.append(_case("column_sums", 27, rows=3, cols=257, scale=0.75))
+    # 1,025 rows: more than the largest block of threads, so that a thread-per-row
+    # launcher whose grid is sized from the classes fails whatever its block.
+    for n, rows in enumerate([1, 37, 6, 1025] + ([800, 1013] if on_gpu else [])):
         cases.append(_case("softmax_cross_entropy", 30 + n, rows=rows, classes=10))
     # Non-square and past one block of threads in each direction (a 1D launch of 256
     # threads or a 2D one of 16 x 16), both ways round: a launcher that sizes its grid
