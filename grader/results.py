@@ -28,6 +28,10 @@ class ItemResult:
     message: str  # the one-line verdict students read first
     checks: list[dict] = field(default_factory=list)  # a row per case: case, passed, ...
     figures: dict = field(default_factory=dict)  # numbers for the feedback (times, norms)
+    # Why the item is zeroed whatever its cases, if it is: a rule broken (the policy, a
+    # library product, the guard, kernels that reproduce nothing) or a job whose results
+    # are not trusted. None otherwise.
+    integrity: str | None = None
 
 
 @dataclass

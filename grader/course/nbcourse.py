@@ -49,8 +49,9 @@ from grader.course.testcells import (
     CourseError,
     Student,
     check_cells,
+    gate_by_kit,
     grade_check_cells,
-    parse_test_cell,  # noqa: F401
+    parse_test_cell,  # noqa: F401,
 )
 from grader.isolation import integrity, sandbox
 from grader.nbextract import NotebookError, extract_notebooks
@@ -277,6 +278,23 @@ def autograde_class(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
     if not students:
         raise CourseError(f"{course}/submitted/ holds no student folder")
 
+    out = course / "kit_grades"
+    start = time.perf_counter()
+    # Run from the course folder: the sandbox hides the grader's working folder from jobs.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    argv = [sys.executable, "-P", "-m", "grader", *(str(s.folder) for s in students),
+            "--out", str(out), "--jobs", str(jobs), "--config", str(Path(config).resolve()),
+            *_grader_args(assignments, bonus)]
+    result = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True)
+    # Status 1 also says that some submission was graded zero for a problem (recorded
+    # beside its folder at extraction): a failure only if it did not write every report.
+    expected = any(s.problem for s in students) and result.returncode == 1 and all(
+        (out / f"{report.safe_name(s.name)}.json").is_file() for s in students)
+    if result.returncode != 0 and not expected:
+        raise CourseError(f"the kit's grader failed:\n{result.stderr[-4000:]}")
+    print(result.stdout)
+    print(f"the kit's grader: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     start = time.perf_counter()
     settings = sandbox.current()
     # Jobs never see the course, wherever it is (a uid of their own keeps them out of it
@@ -287,6 +305,11 @@ def autograde_class(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
             results = grade_check_cells(students, cells, timeout, jobs, Path(tmp))
     finally:
         sandbox.use(settings)
+    # A test cell's check() sees a few cases; the kit's item for the same function runs
+    # every defence (policy, traps, launch replay, guard). A cell whose function's item
+    # the kit zeroed for breaking a rule earns nothing either (found by a red-team round:
+    # a host product behind an empty kernel passed the cells).
+    results = gate_by_kit(results, students, cells, out)
     nb_scores = save_scores(course, students, list(assignments), cells, results)
     autograded = course / "autograded"
     for s in students:
@@ -305,23 +328,6 @@ def autograde_class(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
     print(f"test cells, in the sandbox: {time.perf_counter() - start:.1f} s for "
           f"{len(students)} student(s)", file=sys.stderr)
 
-    out = course / "kit_grades"
-    start = time.perf_counter()
-    # Run from the course folder: the sandbox hides the grader's working folder from jobs.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(KIT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    argv = [sys.executable, "-P", "-m", "grader", *(str(s.folder) for s in students),
-            "--out", str(out), "--jobs", str(jobs), "--config", str(Path(config).resolve()),
-            *_grader_args(assignments, bonus)]
-    result = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True)
-    # Status 1 also says that some submission was graded zero for a problem (recorded
-    # beside its folder at extraction): a failure only if it did not write every report.
-    expected = any(s.problem for s in students) and result.returncode == 1 and all(
-        (out / f"{report.safe_name(s.name)}.json").is_file() for s in students)
-    if result.returncode != 0 and not expected:
-        raise CourseError(f"the kit's grader failed:\n{result.stderr[-4000:]}")
-    print(result.stdout)
-    print(f"the kit's grader: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     errors, notes = problems(students)
     for line in notes + errors:
         print(line, file=sys.stderr)

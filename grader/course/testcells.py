@@ -224,6 +224,44 @@ def replay_cell(cell: CheckCell, outdir: Path | None, stopped: str, first: int =
     return CellResult(cell.points, printed.getvalue())
 
 
+def kit_item(function: str) -> str | None:
+    """The kit's item that grades `function`, one a test cell may check."""
+    from grader.worker.net import FUNCTIONS
+    from nnkit.gemm import KERNELS
+
+    if function in FUNCTIONS:
+        return FUNCTIONS[function][1]
+    kernel = next((k for k, (_, f) in KERNELS.items() if f == function), None)
+    return f"gemm.{kernel}.correctness" if kernel else None
+
+
+def gate_by_kit(results: dict[tuple[str, str], list[CellResult]], students: list[Student],
+                cells: dict[str, list[CheckCell]], kit_grades: Path
+                ) -> dict[tuple[str, str], list[CellResult]]:
+    """The cells' results, with no points for a cell whose functions the kit's grader
+    (its reports in kit_grades/) zeroed for breaking a rule: the kit's item runs every
+    defence on the same function, a cell's check() only a few cases."""
+    from grader.reports.report import safe_name
+
+    gated = {}
+    for (name, assignment), row in results.items():
+        try:
+            report = safe_io.read_json(kit_grades / f"{safe_name(name)}.json", 16 << 20)
+            zeroed = {i.get("id"): i.get("integrity") for i in report.get("items", [])
+                      if isinstance(i, dict) and i.get("integrity")}
+        except (OSError, ValueError, AttributeError):
+            zeroed = {}
+        out = []
+        for cell, result in zip(cells[assignment], row, strict=True):
+            why = next((f"the kit's grading of {item} found: {zeroed[item]}"
+                        for item in (kit_item(c.function) for c in cell.checks)
+                        if item in zeroed), None)
+            out.append(result if why is None or not result.points else
+                       CellResult(0.0, result.output, why))
+        gated[name, assignment] = out
+    return gated
+
+
 @dataclass(eq=False)
 class Student:
     name: str

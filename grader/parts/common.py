@@ -88,7 +88,8 @@ def graded_item(item_id: str, config: Config, cases: Sequence[CaseOutcome | dict
     passed, total, broken = _counts(cases)
     if problem or broken or config.credit(item_id) == "all" or not total:
         ok = not problem and not broken and passed == total
-        return all_or_nothing(item_id, config, ok, message, **extra)
+        return all_or_nothing(item_id, config, ok, message,
+                              integrity=problem or broken or None, **extra)
     points = config.points(item_id)
     got = partial_points(points, passed, total)
     status = PASS if passed == total else FAIL if passed == 0 else PARTIAL

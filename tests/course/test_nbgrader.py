@@ -1,7 +1,8 @@
 """nbgrader round trip: release -> submissions -> autograde -> gradebook, with the sample
 class of three (alice the solution, bob the stubs, carol a bug), dave whose notebook is
 not even JSON, and three hostile students: eve's cells attack the grading machine,
-frank's fake the checks, mallory's notebook is a link to the source notebook. Kept to the
+frank's fake the checks, mallory's notebook is a link to the source notebook, and
+oscar's launcher computes the product on the host behind an empty kernel of his own. Kept to the
 naive GEMM so that it runs in well under a minute; the full course goes through the same
 code (`make release sample-class autograde`).
 
@@ -79,6 +80,28 @@ def gemm_naive(A, B, C, alpha, beta):
     pass
 '''
 
+# Oscar's: the product computed on the host, then a kernel of his own launched that does
+# nothing (a red team's: the test cell saw results and a launch, and passed).
+HOST_PRODUCT = '''
+import numpy as np
+
+from nnkit.backend import cuda
+
+
+@cuda.jit
+def gemm_naive_kernel(C):
+    pass
+
+
+def gemm_naive(A, B, C, alpha, beta):
+    a, b, c = A.copy_to_host(), B.copy_to_host(), C.copy_to_host()
+    d = np.float32(alpha) * (a @ b) + (np.float32(beta) * c if beta != 0 else np.float32(0))
+    for i in range(d.shape[0]):
+        for j in range(d.shape[1]):
+            C[i, j] = d[i, j]
+    gemm_naive_kernel[1, 1](C)
+'''
+
 
 def _hash(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -118,6 +141,12 @@ def course(tmp_path_factory):
     for student, code in (("eve", attack), ("frank", FAKER)):
         nbcourse.write_notebook(_hostile(release, code, marker),
                                 submitted / student / "part1-gemm" / "part1-gemm.ipynb")
+    host = json.loads(json.dumps(release))
+    first = True
+    for cell in host["cells"]:
+        if "nnkit" in cell["metadata"]:
+            cell["source"], first = (HOST_PRODUCT if first else ""), False
+    nbcourse.write_notebook(host, submitted / "oscar" / "part1-gemm" / "part1-gemm.ipynb")
     # mallory's notebook is a link to the source notebook, solutions and all.
     linked = submitted / "mallory" / "part1-gemm" / "part1-gemm.ipynb"
     linked.parent.mkdir(parents=True)
@@ -158,10 +187,11 @@ def test_release_holds_stubs_and_visible_checks_only(course):
 
 def test_gradebook_has_the_right_scores(course):
     _, _, rows, *_ = course
-    assert sorted(rows) == ["alice", "bob", "carol", "dave", "eve", "frank", "mallory"]
+    assert sorted(rows) == ["alice", "bob", "carol", "dave", "eve", "frank", "mallory",
+                            "oscar"]
     expected = {"alice": ("1", "10"), "bob": ("0", "0"), "carol": ("0", "0"),
                 "dave": ("0", "0"), "eve": ("0", "0"), "frank": ("0", "0"),
-                "mallory": ("0", "0")}
+                "mallory": ("0", "0"), "oscar": ("0", "0")}
     for student, (notebook, kit) in expected.items():
         row = rows[student]
         assert (row["nbgrader:part1-gemm"], row["kit:gemm.naive.correctness"]) == (notebook, kit)
@@ -176,11 +206,12 @@ def test_scores_are_in_nbgrader_gradebook(course):
     course_dir, *_ = course
     with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}", course_id="nnkit") as gb:
         scores = {s: gb.find_submission("part1-gemm", s).score
-                  for s in ("alice", "bob", "carol", "dave", "eve", "frank", "mallory")}
+                  for s in ("alice", "bob", "carol", "dave", "eve", "frank", "mallory",
+                            "oscar")}
         grade = gb.find_grade("test-gemm_naive", "part1-gemm", "part1-gemm", "alice")
         assert grade.auto_score == 1 and not grade.needs_manual_grade
     assert scores == {"alice": 1, "bob": 0, "carol": 0, "dave": 0, "eve": 0, "frank": 0,
-                      "mallory": 0}
+                      "mallory": 0, "oscar": 0}
     assert not list((course_dir / "extracted" / "mallory").iterdir())  # the link not followed
 
 
@@ -243,6 +274,16 @@ def test_a_faked_check_earns_nothing(course):
     assert "BEGIN HIDDEN TESTS" in "".join(cell["source"])  # as released, not his `pass`
     evalue = cell["outputs"][-1]["evalue"]
     assert "changed the kit or a library" in evalue or "elements wrong" in evalue, evalue
+
+
+def test_a_cell_passed_by_a_host_product_earns_nothing(course):
+    """oscar's cell saw right results and a launch of his own kernel; the kit's item for
+    gemm_naive, which replays launches and traps library products, zeroed it, and so the
+    cell earns nothing, saying why."""
+    course_dir, *_ = course
+    evalue = _test_cell(course_dir, "oscar")["outputs"][-1]["evalue"]
+    assert "the kit's grading of gemm.naive.correctness found" in evalue, evalue
+    assert "library matrix product" in evalue, evalue
 
 
 def test_test_cells_must_be_check_calls():
