@@ -150,7 +150,8 @@ NO_KERNEL = ("the call launched none of the submission's kernels: the result mus
 NOT_REPRODUCED = ("the result is not what the kernels the call launched compute (the grader "
                   "ran them again from the call's inputs and got: {why}); results must come "
                   "from your kernels alone, not from host code, a library or data prepared "
-                  "outside them")
+                  "outside them (a copy between device arrays is seen only when made with "
+                  "nnkit.backend's copy or copy_into, not as dst[...] = src)")
 NOT_REPRODUCED_ON_NEW = (
     "the kernels the call launched do not compute the product of their inputs (the grader "
     "ran them again, with the same arguments and launch configurations, on new operands "

@@ -34,8 +34,9 @@ TILES = (4, 8, 16, 32, 64, 128)
 MAX_WORK = 1 << 28  # M*N*K beyond which no hint is computed: a few float64 products each
 EDGE_COVERAGE = 0.5  # an edge strip must be at least half wrong to blame the bounds
 
-ZERO = ("every element is 0: nothing was computed or stored, or the values overflowed or "
-        "underflowed on the way (exp of a large number is inf)")
+ZERO = ("every element is 0: zeros were stored (a factor that is 0, such as the integer "
+        "division 1 // n, or a sum that never ran), nothing was stored, or the values "
+        "overflowed or underflowed on the way (exp of a large number is inf)")
 GEMM_ZERO = ("every element is 0: no product was summed (a loop over K that never runs, "
              "as with a floor where a ceiling belongs when K is smaller than the tile) or "
              "zeros were stored")
@@ -49,7 +50,9 @@ SOME_NAN_BETA0 = ("{n} elements are NaN: with β = 0 the old C is NaN in this te
                   "written")
 NAN_PAST_EDGE = ("{n} elements are NaN: the memory around A and B is NaN in this test, so "
                  "a load past the edge of A or B reached the result; guard the loads of "
-                 "the last, partial tiles (i < M, j < N, k < K)")
+                 "the last, partial tiles (i < M, j < N, k < K). Or a shared tile's entry "
+                 "was read before any thread stored it (a thread that returns before it "
+                 "loads its part of the tile: see the race checker's finding, if any)")
 
 
 def _close(got: np.ndarray, pred: np.ndarray, bound: np.ndarray) -> bool:
@@ -148,7 +151,9 @@ def region_hint(bad: np.ndarray, unwritten: np.ndarray | None = None,
     if rect is not None:
         r, c = rect
         return (f"only the block [0:{r}, 0:{c}] is right and every other element is {how}: "
-                f"the grid is too small, it must cover every row and column ({bounds})")
+                f"the grid is too small, it must cover every row and column ({bounds}), "
+                "or blockIdx.x and blockIdx.y are used the other way round from how the "
+                "grid was sized")
     return None
 
 

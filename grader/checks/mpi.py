@@ -170,9 +170,7 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                            "point-to-point messages only")
         ok, message, ratio = _within(got[r]["got"], exact, bound, f"rank {r}'s buffer")
         if not ok:
-            if p > 1 and np.array_equal(got[r]["got"], inputs[r]):
-                message += " (the buffer is unchanged: sum in place, into `buffer`)"
-            return False, message
+            return False, message + ring_hint(got, inputs, r, exact, bound)
         worst = max(worst, ratio)
         library = got[r]["mpi"].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -220,6 +218,30 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
     return True, (f"every rank within the bound (largest error / bound {worst:.2f}; "
                   f"|ring - Allreduce| / bound at most {gap:.2f}; bytes sent by rank "
                   f"{'/'.join(map(str, sent))}){note}")
+
+
+ALLGATHER = ("each rank ends the reduce-scatter phase holding one chunk of the sum; the "
+             "all-gather phase must then pass the reduced chunks on around the ring, p - 1 "
+             "more steps, until every rank holds all of them")
+
+
+def ring_hint(got: list[dict[str, np.ndarray]], inputs: list[np.ndarray], r: int,
+               exact: np.ndarray, bound: np.ndarray) -> str:
+    """What rank r's wrong buffer suggests, in parentheses ('' when nothing does)."""
+    mine, p = got[r]["got"], len(got)
+    if p == 1 or mine.shape != exact.shape:
+        return ""
+    if np.array_equal(mine, inputs[r]):
+        if any(not np.array_equal(got[q]["got"], inputs[q]) for q in range(p) if q != r):
+            return f" (the buffer is unchanged, while other ranks' changed: {ALLGATHER})"
+        return " (the buffer is unchanged: sum in place, into `buffer`)"
+    with np.errstate(invalid="ignore"):
+        right = np.flatnonzero(np.abs(mine.astype(np.float64) - exact) <= bound)
+    chunk = -(-exact.size // p)
+    if 0 < right.size <= chunk and right[-1] - right[0] + 1 == right.size:
+        return (f" (only elements {right[0]}..{right[-1]}, one chunk of {p}, hold the sum: "
+                f"{ALLGATHER})")
+    return ""
 
 
 def even_share(batches: list[int], ranks: int) -> tuple[int, int]:

@@ -104,10 +104,19 @@ class MpiRun:
         return self.returncode == 0 and not self.timed_out and not self.unfinished()
 
     def _last_line(self) -> str:
-        """The job's last words: Hydra's banner about a rank that died, when there is one
-        ('BAD TERMINATION ...; RANK 1 PID 7 ...; KILLED BY SIGNAL: 9 (Killed)'), else the
-        last line of output."""
+        """The job's last words: MPI's own abort message, when it stopped the job inside a
+        call; else Hydra's banner about a rank that died, when there is one ('BAD
+        TERMINATION ...; RANK 1 PID 7 ...; KILLED BY SIGNAL: 9 (Killed)'); else the last
+        line of output."""
         lines = [line.strip() for line in self.output_tail.strip().splitlines() if line.strip()]
+        # MPICH's words ("Abort(...): Fatal error in internal_Scatterv: ...", "Assertion
+        # failed in file ..."): they name the call, where Hydra's banner only says a rank died.
+        aborted = [line for line in lines if line.startswith(("Abort(", "Assertion failed"))
+                   or "Fatal error in" in line]
+        if aborted:
+            return (f"{aborted[0][:300]} (MPI stopped the job inside one of its calls: check "
+                    "that each buffer's dtype matches the MPI type given with it, and that "
+                    "every rank makes every collective call, even with no rows)")
         noise = ("CLEANING UP", "IGNORE THE BELOW", "FAQ page")
         banner = [line.strip("= ").strip() for line in lines
                   if line.startswith("=") and line.strip("= ")

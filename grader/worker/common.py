@@ -131,19 +131,29 @@ def confine(submission: Path, out: Path, scratch: Iterable[Path]) -> Any:
 
 
 def describe_error(err: BaseException, submission: Path | None) -> str:
-    """'Type: message', plus the last line of the submission's code on the way."""
+    """'Type: message', plus the last line of the submission's code on the way, and the
+    first one when that is in another of its files (a helper that raised on what a call in
+    another module gave it: the call is where to look)."""
     try:
         text = f"{type(err).__name__}: {err}".strip()
     except Exception:  # noqa: BLE001 - a submission's exception whose str() fails
         text = type(err).__name__
-    where = ""
+    mine = []
     if submission is not None:
         for frame in traceback.extract_tb(err.__traceback__):
             # ("<frozen importlib._bootstrap>" is no file: resolved, it would seem to lie
             # in the working folder, which is the submission's)
             if not frame.filename.startswith("<") and Path(
                     frame.filename).resolve().is_relative_to(submission):
-                where = f" ({Path(frame.filename).name}, line {frame.lineno}: {frame.line})"
+                mine.append(frame)
+    where = ""
+    if mine:
+        last, first = mine[-1], mine[0]
+        where = f" ({Path(last.filename).name}, line {last.lineno}: {last.line}"
+        if first.filename != last.filename:
+            where += (f"; called from {Path(first.filename).name}, line {first.lineno}: "
+                      f"{first.line}")
+        where += ")"
     return (text[:ERROR_CHARS] + where)[: ERROR_CHARS + 300] + _limit_hint(err)
 
 

@@ -250,3 +250,38 @@ def test_counting_reads_every_buffer_spec_and_hides_the_communicator():
     tally = out["tally"]
     assert tally["sent_to"] == [40] and tally["unknown"] == 1 and tally["problems"]
     assert tally["calls"] == {"Sendrecv": 1, "Send": 1, "Isend": 1}
+
+
+def test_an_abort_inside_an_mpi_call_is_told_in_mpis_words(tmp_path):
+    """MPICH's own abort line names the call; Hydra's banner after it only says a rank
+    died (found with labels of another dtype than the MPI type given with them)."""
+    tail = ("Assertion failed in file src/mpi/datatype/typerep/src/typerep_yaksa_pack.c at "
+            "line 41: element_size\n"
+            "===================================================================\n"
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+            "=   PID 6 RUNNING AT vm\n=   EXIT CODE: 9\n"
+            "===================================================================\n")
+    run = part3.MpiRun(tmp_path, 9, False, tail, 1.0, 2)
+    said = run.missing(0, 40)
+    assert "Assertion failed in file" in said and "dtype matches the MPI type" in said, said
+    banner = part3.MpiRun(tmp_path, 9, False, tail.split("\n", 1)[1], 1.0, 2)
+    assert "BAD TERMINATION" in banner.missing(0, 40)
+
+
+def test_a_ring_without_its_all_gather_is_told_so():
+    """A ring that stops after the reduce-scatter (a realistic bug): each rank holds one
+    chunk of the sum. Rank 0's chunk may be empty (1 element on 2 ranks), its buffer then
+    unchanged while the others' changed: the hint names the missing all-gather either way,
+    not "sum in place"."""
+    p, n = 3, 9
+    inputs = [np.arange(n, dtype=np.float32) + 10 * r for r in range(p)]
+    exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    bound = np.full(n, 1e-3)
+    partial = inputs[1].copy()
+    partial[3:6] = exact[3:6]
+    got = [{"got": inputs[0].copy()}, {"got": partial}, {"got": inputs[2] + 1}]
+    hint = mpi_checks.ring_hint(got, inputs, 1, exact, bound)
+    assert "only elements 3..5, one chunk of 3, hold the sum" in hint and "all-gather" in hint
+    assert "other ranks' changed" in mpi_checks.ring_hint(got, inputs, 0, exact, bound)
+    alone = [{"got": x.copy()} for x in inputs]
+    assert "sum in place" in mpi_checks.ring_hint(alone, inputs, 0, exact, bound)
