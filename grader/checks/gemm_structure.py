@@ -15,7 +15,9 @@ to have each thread compute several elements of C (16 in the handout's design), 
 - register, hierarchical: some kernel of the call stores C from at most one thread per
   MIN_OUTPUTS_PER_THREAD elements of C and does a product's share of the loads (global
   and shared, at least MIN_LOAD_SHARE of the multiply-adds: a 64x64 tile staged in shared
-  memory loads 1/32 from global). Another kernel may scale C by beta, a thread per
+  memory loads 1/32 from global), storing at least one value per element of C (its
+  result, or partial sums: not a decoy that reads A once and stores one element beside a
+  naive kernel). Another kernel may scale C by beta, a thread per
   element; the naive and shared kernels run a thread per element of C. The threads
   counted are those that stored to global memory: a block's threads past C's edge
   launch but compute nothing (a 2x2 micro-tile on 32x32 tiles launches 1,024 threads for
@@ -75,7 +77,8 @@ def rule_problem(kernel: str, counts: dict[str, dict], case: GemmCase) -> str:
             loads = int(c.get("global_load_accesses", 0)) + int(c.get("shared_load_accesses", 0))
             threads = int(c.get("storing_threads", 0))
             return (0 < threads * MIN_OUTPUTS_PER_THREAD <= outputs
-                    and loads >= MIN_LOAD_SHARE * fmas)
+                    and loads >= MIN_LOAD_SHARE * fmas
+                    and int(c.get("global_store_accesses", 0)) >= outputs)
 
         if not any(blocked(c) for c in counts.values()):
             fewest = min(int(c.get("storing_threads", 0)) for c in counts.values())

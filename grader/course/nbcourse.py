@@ -306,9 +306,10 @@ def autograde_class(course: Path = DEFAULT_COURSE, jobs: int = 1, *,
     finally:
         sandbox.use(settings)
     # A test cell's check() sees a few cases; the kit's item for the same function runs
-    # every defence (policy, traps, launch replay, guard). A cell whose function's item
-    # the kit zeroed for breaking a rule earns nothing either (found by a red-team round:
-    # a host product behind an empty kernel passed the cells).
+    # every defence (policy, traps, launch replay, guard) on more. A cell whose function
+    # the kit found wrong earns nothing either (found by red-team rounds: a host product
+    # behind an empty kernel passed the cells, and so did one that failed the kit's cases
+    # on purpose to stay clear of its rules).
     results = gate_by_kit(results, students, cells, out)
     nb_scores = save_scores(course, students, list(assignments), cells, results)
     autograded = course / "autograded"

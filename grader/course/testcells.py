@@ -238,22 +238,26 @@ def kit_item(function: str) -> str | None:
 def gate_by_kit(results: dict[tuple[str, str], list[CellResult]], students: list[Student],
                 cells: dict[str, list[CheckCell]], kit_grades: Path
                 ) -> dict[tuple[str, str], list[CellResult]]:
-    """The cells' results, with no points for a cell whose functions the kit's grader
-    (its reports in kit_grades/) zeroed for breaking a rule: the kit's item runs every
-    defence on the same function, a cell's check() only a few cases."""
+    """The cells' results, with no points for a cell whose function the kit's grader (its
+    reports in kit_grades/) found wrong: the kit's item runs every defence and more
+    cases on the same function, a cell's check() a few. A function the kit zeroed for
+    breaking a rule, or whose cases failed there (a launcher can tell the kit's cases
+    from a cell's, and cheat on the cell's alone), earns no cell points either."""
     from grader.reports.report import safe_name
 
     gated = {}
     for (name, assignment), row in results.items():
         try:
             report = safe_io.read_json(kit_grades / f"{safe_name(name)}.json", 16 << 20)
-            zeroed = {i.get("id"): i.get("integrity") for i in report.get("items", [])
-                      if isinstance(i, dict) and i.get("integrity")}
+            zeroed = {i.get("id"): i.get("integrity") or i.get("message")
+                      for i in report.get("items", []) if isinstance(i, dict)
+                      and isinstance(i.get("points"), int | float)
+                      and i["points"] < i.get("max_points", 0)}
         except (OSError, ValueError, AttributeError):
             zeroed = {}
         out = []
         for cell, result in zip(cells[assignment], row, strict=True):
-            why = next((f"the kit's grading of {item} found: {zeroed[item]}"
+            why = next((f"the kit's grading of {item} failed: {zeroed[item]}"
                         for item in (kit_item(c.function) for c in cell.checks)
                         if item in zeroed), None)
             out.append(result if why is None or not result.points else

@@ -77,13 +77,14 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(text: str) -> str:
-    """Text for a CSV cell that a spreadsheet shows as text, never runs as a formula."""
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    """Text for a CSV cell that a spreadsheet shows as text, never runs as a formula (a
+    text that starts with a quote gets one more, so that csv_value gives it back)."""
+    return "'" + text if text.startswith((*FORMULA_STARTS, "'")) else text
 
 
 def csv_value(cell: str) -> str:
     """The text csv_cell was given, from the cell it wrote."""
-    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_STARTS) else cell
+    return cell[1:] if cell.startswith("'") else cell
 
 
 def _cell(points: float | None, max_points: float, status: str) -> str:

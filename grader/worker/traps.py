@@ -27,7 +27,7 @@ from pathlib import Path
 
 # Names of library matrix products (NumPy, CuPy, cuBLAS, SciPy's BLAS, PyTorch, JAX).
 PRODUCTS = frozenset({
-    "matmul", "dot", "vdot", "inner", "tensordot", "einsum", "multi_dot", "vecdot",
+    "matmul", "dot", "vdot", "inner", "tensordot", "einsum", "c_einsum", "multi_dot", "vecdot",
     "matvec", "vecmat", "mm", "bmm", "addmm", "gemm", "sgemm", "dgemm", "gemmEx", "sgemmEx",
     "gemv", "sgemv", "gemm_ex", "batched_gemm", "cublas", "cublasLt", "cutensor",
     "__matmul__", "__rmatmul__", "__imatmul__",
@@ -60,7 +60,8 @@ class ForbiddenCall(RuntimeError):
 
 NUMPY_TARGETS = ["matmul", "dot", "vdot", "inner", "tensordot", "einsum", "vecdot", "matvec",
                  "vecmat", "linalg.multi_dot", "linalg.matmul", "linalg.tensordot",
-                 "linalg.vecdot"]
+                 "linalg.vecdot",
+                 "_core.multiarray.c_einsum"]  # einsum's engine, also numpy.lib.mixins.um's
 CUPY_TARGETS = ["matmul", "dot", "vdot", "inner", "tensordot", "einsum", "linalg.multi_dot",
                 "linalg.tensordot"]
 TRAPPED_PACKAGES = ("numpy", "cupy", "cupyx", "cupy_backends")

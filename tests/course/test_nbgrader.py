@@ -282,7 +282,7 @@ def test_a_cell_passed_by_a_host_product_earns_nothing(course):
     cell earns nothing, saying why."""
     course_dir, *_ = course
     evalue = _test_cell(course_dir, "oscar")["outputs"][-1]["evalue"]
-    assert "the kit's grading of gemm.naive.correctness found" in evalue, evalue
+    assert "the kit's grading of gemm.naive.correctness failed" in evalue, evalue
     assert "library matrix product" in evalue, evalue
 
 

@@ -286,3 +286,11 @@ def test_a_name_a_spreadsheet_would_run_is_written_as_text_and_read_back(tmp_pat
         book_rows = {r["student"]: r for r in csv.DictReader(f)}
     assert set(book_rows) == {"'" + name, "'-dash"}
     assert book_rows["'-dash"]["kit_total"] == "10"
+
+
+def test_csv_cells_give_back_every_name():
+    from grader.reports.report import csv_cell, csv_value
+
+    for name in ("=a", "'=a", "''x", "'plain", "plain", "-1", "@me", "\tx", ""):
+        assert csv_value(csv_cell(name)) == name
+    assert csv_cell("=a") != csv_cell("'=a")

@@ -183,7 +183,9 @@ MESSAGES = {
     "snoop": [STOPPED, "opened a file outside its folder"],
     # Library products the traps cannot see, and products computed with no library at
     # all: no kernel ran, or the kernels that ran do not produce the result.
-    "c_einsum": [NO_KERNEL],
+    # NumPy's einsum engine: trapped like the public products (it was not, at first).
+    "c_einsum": ["library matrix product", "c_einsum"],
+    "einsum_engine_in_kernel": ["library matrix product", "c_einsum"],
     "broadcast_sum": [NO_KERNEL],
     "trap_closure": ["np.matmul"],
     "dummy_kernel": [NOT_ITS_KERNELS],

@@ -66,7 +66,7 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
 
 def _counts(**values: int) -> dict[str, dict]:
     return {"k": {"global_load_accesses": 0, "shared_load_accesses": 0, "storing_threads": 0,
-                  **values}}
+                  "global_store_accesses": 64 * 64, **values}}
 
 
 def test_the_version_rules_at_their_edges():
@@ -94,6 +94,7 @@ def test_the_version_rules_at_their_edges():
     # kernel whose tiles sit in uncounted dynamic shared memory) beside the product's.
     epilogue = {"scale": {"global_load_accesses": 2 * 64 * 64, "storing_threads": 64 * 64},
                 "product": {"global_load_accesses": fmas // 32, "storing_threads": 256,
+                            "global_store_accesses": 64 * 64,
                             "dynamic_shared_bytes": 32768}}
     assert rule("register", epilogue, case) == ""
 
@@ -105,8 +106,21 @@ def test_threads_past_the_edge_of_C_are_not_counted_as_computing():
     case = GemmCase(33, 40, 37, 2.0, 5.0, seed=1)
     fmas = 33 * 40 * 37
     two_by_two = {"k": {"threads": 1024, "storing_threads": 17 * 20,
+                        "global_store_accesses": 33 * 40,
                         "shared_load_accesses": fmas, "global_load_accesses": fmas // 16}}
     assert gemm_structure.rule_problem("register", two_by_two, case) == ""
     naive = {"k": {"threads": 1024 + 256, "storing_threads": 33 * 40,
                    "global_load_accesses": 2 * fmas}}
     assert "stored by 1320 threads" in gemm_structure.rule_problem("register", naive, case)
+
+
+def test_a_decoy_kernel_that_stores_almost_nothing_is_not_the_product():
+    """A red team's: a naive kernel, and beside it a one-thread kernel that reads all of A
+    (a product's share of loads) and stores C[0, 0] back. The blocked kernel must store a
+    value per element of C."""
+    case = GemmCase(33, 40, 37, 2.0, 5.0, seed=1)
+    counts = {"naive": {"storing_threads": 1320, "global_store_accesses": 1320,
+                        "global_load_accesses": 2 * 33 * 40 * 37},
+              "decoy": {"storing_threads": 1, "global_store_accesses": 1,
+                        "global_load_accesses": 33 * 37}}
+    assert "no kernel" in gemm_structure.rule_problem("register", counts, case)

@@ -1,5 +1,6 @@
-"""Cheat: NumPy's internal C einsum, which the Python-level traps do not wrap, on host
-copies of the operands; the result is copied back into C and no kernel runs."""
+"""Cheat: NumPy's internal C einsum (trapped since a red team reached it through
+numpy.lib.mixins.um), on host copies of the operands; the result is copied back into C
+and no kernel runs."""
 
 import numpy as np
 
