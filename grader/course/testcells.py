@@ -235,6 +235,24 @@ def kit_item(function: str) -> str | None:
     return f"gemm.{kernel}.correctness" if kernel else None
 
 
+def kit_failure(item: dict, function: str) -> str | None:
+    """Why the kit's report item `item` says `function` is wrong, or None: the item was
+    zeroed for breaking a rule, or a case of `function` failed (an item may grade several
+    functions, each case labelled with its function's name: net.kernels); where no case
+    names the function (GEMM's), the item's points decide."""
+    if item.get("integrity"):
+        return str(item["integrity"])
+    rows = [r for r in item.get("checks") or [] if isinstance(r, dict)]
+    mine = [r for r in rows if str(r.get("case", "")).split(" ")[0] == function]
+    if mine:
+        bad = next((r for r in mine if r.get("passed") is not True), None)
+        return None if bad is None else f"{bad.get('case')}: {bad.get('message')}"
+    points, most = item.get("points"), item.get("max_points")
+    if isinstance(points, int | float) and isinstance(most, int | float) and points < most:
+        return str(item.get("message"))
+    return None
+
+
 def gate_by_kit(results: dict[tuple[str, str], list[CellResult]], students: list[Student],
                 cells: dict[str, list[CheckCell]], kit_grades: Path
                 ) -> dict[tuple[str, str], list[CellResult]]:
@@ -249,17 +267,18 @@ def gate_by_kit(results: dict[tuple[str, str], list[CellResult]], students: list
     for (name, assignment), row in results.items():
         try:
             report = safe_io.read_json(kit_grades / f"{safe_name(name)}.json", 16 << 20)
-            zeroed = {i.get("id"): i.get("integrity") or i.get("message")
-                      for i in report.get("items", []) if isinstance(i, dict)
-                      and isinstance(i.get("points"), int | float)
-                      and i["points"] < i.get("max_points", 0)}
+            items = {i.get("id"): i for i in report.get("items", []) if isinstance(i, dict)}
         except (OSError, ValueError, AttributeError):
-            zeroed = {}
+            items = {}
         out = []
         for cell, result in zip(cells[assignment], row, strict=True):
-            why = next((f"the kit's grading of {item} failed: {zeroed[item]}"
-                        for item in (kit_item(c.function) for c in cell.checks)
-                        if item in zeroed), None)
+            why = None
+            for check in cell.checks:
+                item = items.get(kit_item(check.function))
+                failure = kit_failure(item, check.function) if item is not None else None
+                if failure:
+                    why = f"the kit's grading of {item.get('id')} failed: {failure}"
+                    break
             out.append(result if why is None or not result.points else
                        CellResult(0.0, result.output, why))
         gated[name, assignment] = out

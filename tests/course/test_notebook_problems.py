@@ -111,3 +111,23 @@ def test_autograde_exits_non_zero_when_a_notebook_could_not_be_graded(tmp_path, 
     assert nbcourse.main(["autograde", "--course", str(tmp_path)]) == 0
     lines.append("grace: nothing graded: hw.ipynb: the notebook has no graded cells")
     assert nbcourse.main(["autograde", "--course", str(tmp_path)]) == 1
+
+
+def test_a_cell_is_judged_by_the_kit_cases_of_its_own_function():
+    """net.kernels grades three functions: a failing add_bias case must not cost the
+    bias_sigmoid cell; a rule broken anywhere in the item, or a GEMM item that failed,
+    costs the cell of its function."""
+    from grader.course.testcells import kit_failure
+
+    kernels = {"id": "net.kernels", "points": 4.0, "max_points": 6.0, "integrity": None,
+               "message": "1 of 3 cases fail",
+               "checks": [{"case": "bias_sigmoid 37x10", "passed": True},
+                          {"case": "add_bias 37x10", "passed": False, "message": "wrong"}]}
+    assert kit_failure(kernels, "bias_sigmoid") is None
+    assert kit_failure(kernels, "add_bias") == "add_bias 37x10: wrong"
+    assert kit_failure({**kernels, "integrity": "the guard stopped it"},
+                       "bias_sigmoid") == "the guard stopped it"
+    gemm = {"id": "gemm.naive.correctness", "points": 0.0, "max_points": 10.0,
+            "message": "2 of 9 cases fail", "checks": [{"case": "17x5x3 AB", "passed": False}]}
+    assert kit_failure(gemm, "gemm_naive") == "2 of 9 cases fail"
+    assert kit_failure({**gemm, "points": 10.0}, "gemm_naive") is None
