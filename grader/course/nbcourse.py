@@ -51,7 +51,7 @@ from grader.course.testcells import (
     check_cells,
     gate_by_kit,
     grade_check_cells,
-    parse_test_cell,  # noqa: F401,
+    parse_test_cell,  # noqa: F401
 )
 from grader.isolation import integrity, sandbox
 from grader.nbextract import NotebookError, extract_notebooks
