@@ -24,7 +24,10 @@ submission's own functions and fields of those names), their names looked up as 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,7 +175,8 @@ def scan(folder: Path, module: str) -> list[Finding]:
     folder = Path(folder)
 
     def own(name: str) -> bool:  # a module of the submission's (a file beside the graded)
-        return bool(name) and name.isidentifier() and (folder / f"{name}.py").is_file()
+        return (bool(name) and name.isidentifier() and (folder / f"{name}.py").is_file()
+                and not installed(name))
 
     findings: list[Finding] = []
     todo, seen = [module], set()
@@ -195,6 +199,20 @@ def scan(folder: Path, module: str) -> list[Finding]:
         findings += scanner.findings
         todo += [m.split(".")[0] for m in scanner.local_imports]
     return findings
+
+
+@functools.cache
+def installed(name: str) -> bool:
+    """Is `name` a module the worker imports from elsewhere than the submission (the
+    standard library, NumPy, the kit)? A submission's file of that name, numpy.py say, is
+    never what its `import numpy` gets: the worker puts the submission last on the path.
+    Taking it for the submission's own would hide `numpy.matmul` from the scan."""
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def read_hits(outdir: Path, name: str = RECORD) -> list[Finding]:

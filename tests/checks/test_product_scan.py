@@ -61,3 +61,13 @@ def test_a_helper_module_of_the_submission_is_scanned_too(tmp_path):
         "gemm_1_naive.py": "from device_helpers import dot\n",
         "device_helpers.py": "import numpy\ndot = numpy.dot\n"})
     assert found == {"numpy.dot"}
+
+
+def test_a_file_named_like_a_library_is_not_the_submissions_own(tmp_path):
+    """A red team's numpy.py beside the kernel: `import numpy` still gets NumPy in the
+    worker (the submission is last on the path), so its products are NumPy's."""
+    found = _found(tmp_path, {
+        "gemm_1_naive.py": "import numpy as np\nimport math\nx = np.matmul\ny = math.prod\n",
+        "numpy.py": "def matmul(a, b):\n    return 0\n",
+        "math.py": "prod = 1\n"})
+    assert found == {"np.matmul"}
