@@ -7,14 +7,22 @@ import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import Any
 
 from grader.reports.reading import case_name, check_failed
 from grader.reports.text import NORM_KEYS, clean, finite, is_numeric, label, number
 
 # Plots: drawn on matplotlib's Agg canvas through Figure objects, without pyplot, so that no
 # global state or GUI backend is involved and nothing stays open after saving.
+
+
+def new_figure(**kwargs: object) -> Any:
+    """A matplotlib Figure. matplotlib is imported here, at the first plot, not with the
+    module: it is a second of CPU, and a grading run whose items have no figures to plot
+    (a class of stubs, one kernel checked) draws none."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 @dataclass
@@ -52,7 +60,7 @@ def _plot_performance(item: dict, path: Path) -> bool:
         ("gflops", "this submission", "mine"), ("solution_gflops", "solution", "solution"),
         ("cublas_gflops", "cuBLAS", "cublas"))
         if any((finite(c.get(key)) or 0) > 0 for c in rows)]
-    fig = Figure(figsize=(_size(len(rows), 1.8, 2, 6), 4.0), layout="constrained")
+    fig = new_figure(figsize=(_size(len(rows), 1.8, 2, 6), 4.0), layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / len(series)
     everything = []
@@ -88,7 +96,7 @@ def _plot_norms(item: dict, path: Path) -> bool:
     values = {k: [finite(figures[k].get(p)) for p in params] for k in series}
     tolerance = finite(figures.get("tolerance"))
     floor = _log_floor([v for vs in values.values() for v in vs if v is not None])
-    fig = Figure(figsize=(_size(len(params) * len(series), 0.9, 2, 5), 3.6),
+    fig = new_figure(figsize=(_size(len(params) * len(series), 0.9, 2, 5), 3.6),
                  layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / len(series)
@@ -138,7 +146,7 @@ def _plot_errors(item: dict, path: Path) -> bool:
     # Infinite ratios (output written where it must not be, say) run off the right edge.
     widths = [top if v is not None and math.isinf(v) else max(v, floor) if v in known
               else math.nan for v in values]
-    fig = Figure(figsize=(8.0, _size(len(checks), 0.28, 1.2, 2)), layout="constrained")
+    fig = new_figure(figsize=(8.0, _size(len(checks), 0.28, 1.2, 2)), layout="constrained")
     ax = fig.add_subplot()
     colors = [_COLORS["bad"] if check_failed(c) or (v or 0) > 1 else _COLORS["ok"]
               for c, v in zip(checks, values, strict=True)]

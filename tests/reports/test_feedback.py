@@ -315,6 +315,12 @@ def test_summary_of_nothing(tmp_path):
     assert not (tmp_path / "summary_totals.png").exists()
 
 
+def test_summary_of_one_submission_has_no_histogram(tmp_path):
+    write_summary(_tiny_class()[:1], tmp_path)
+    assert "s1" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert not (tmp_path / "summary_totals.png").exists()
+
+
 def test_script_in_a_message_or_a_name_is_escaped_in_both_pages(gpu_result, tmp_path):
     """The templates escape every value: a submission's name and its item and check
     messages reach the feedback page and the class summary as text, never as markup."""
