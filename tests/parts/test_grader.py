@@ -199,7 +199,7 @@ def test_infinite_loop_is_stopped(tmp_path):
         def gemm_naive(A, B, C, alpha, beta):
             while True:
                 pass
-    """, limit=8)
+    """, limit=4)
     assert item["points"] == 0 and "time limit" in item["message"]
 
 

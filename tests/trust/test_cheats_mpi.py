@@ -88,6 +88,9 @@ HONEST = [n for n in NAMES if n.startswith("ok_")]
 # (kill_other_rank), and one correct alternative (ok_ring_isend). The others are marked
 # slow (`make test-all`); the fixture grades only the submissions the selected tests look
 # at, and always the solution.
+# The cheats of QUICK are graded on the ring item alone (`--function ring_allreduce`: one
+# job each, not six); the others, in `make test-all`, on every item, which shows that a
+# cheat in one item leaves the others alone.
 QUICK = {"forge_results", "tamper_count", "ring_allgather", "ring_world_handle",
          "kill_other_rank", "ok_ring_isend", "ring_star"}
 
@@ -118,13 +121,22 @@ def graded(tmp_path_factory, request):
         assert old in config
         config = config.replace(old, new)
     (tmp / "config.toml").write_text(config)
-    result = run_kit("grader", *(str(subs / n) for n in names), str(solution),
-                     "--parts", "mpi", "--seed", "1", "--jobs", "2",
-                     "--config", str(tmp / "config.toml"), "--out", str(out))
+    ring_only = [n for n in names if n in QUICK and set(EXPECTED.get(n, ())) == {"mpi.ring"}]
+    everything = [n for n in names if n not in ring_only]
+    reports, stdout = {}, ""
+    for group, narrow, folder in ((everything, [], out),
+                                  (ring_only, ["--function", "ring_allreduce"], tmp / "ring")):
+        paths = [str(subs / n) for n in group] + ([str(solution)] if folder is out else [])
+        if not paths:
+            continue
+        result = run_kit("grader", *paths, "--parts", "mpi", *narrow, "--seed", "1",
+                         "--jobs", "2", "--config", str(tmp / "config.toml"), "--out",
+                         str(folder))
+        assert result.returncode == 0, result.stderr[-3000:]
+        stdout += result.stdout
+        reports |= {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
     leftovers = _procs_of_uids(UID_FIRST, 4)
-    assert result.returncode == 0, result.stderr[-3000:]
-    reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-    return {"reports": reports, "leftovers": leftovers, "stdout": result.stdout}
+    return {"reports": reports, "leftovers": leftovers, "stdout": stdout}
 
 
 def _items(graded, name) -> dict[str, dict]:
