@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.cases.gemm import (
+    COUNTED_SHAPE,
     GemmCase,
     correctness_cases,
     counted_case,
@@ -22,7 +23,7 @@ from grader.isolation import sanitizer
 from grader.isolation.runner import copy_submission, run_worker
 from grader.parts.common import failure_message, fresh_copy, graded_item
 from grader.results import FAIL, NOT_GRADED, PARTIAL, PASS, ItemResult
-from grader.safe_io import collapse_repeats
+from grader.safe_io import collapse_repeats, one_line
 from grader.scoring import Config, geometric_mean, speed_share
 from grader.worker import CUBLAS
 from grader.worker.jobs import GemmJob
@@ -172,8 +173,15 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
     integrity = stopped_by_guard or None
     if profile is not None and not load_error.exists():
         figures[simperf.KEY] = memory_traffic(kernel, profile, run.outdir, workroot, config)
-    if not on_gpu and not load_error.exists() and not stopped_by_guard and not failures:
-        not_this_version = gemm_structure.problem(kernel, run.outdir, cases)
+    if not load_error.exists() and not stopped_by_guard and not failures:
+        if on_gpu:  # the rule's counts come from the simulator: one call run there
+            not_this_version, unchecked, hits = version_on_simulator(kernel, submission,
+                                                                     workroot, config)
+            called += hits
+            if unchecked:
+                message += "; " + unchecked
+        else:
+            not_this_version = gemm_structure.problem(kernel, run.outdir, cases)
         if not_this_version:  # every case right, but not by the version the file names
             correct, message = False, not_this_version
             integrity = message
@@ -212,6 +220,35 @@ def _grade_kernel(kernel: str, submission: Path, workroot: Path, config: Config,
         return [correctness]  # the timed task of the submission gives the speed item
     return [correctness, performance_item(kernel, correct, None, [], config, reference,
                                           on_gpu=on_gpu)]
+
+
+def version_on_simulator(kernel: str, submission: Path, workroot: Path,
+                         config: Config) -> tuple[str, str, list[anticheat.Finding]]:
+    """The version rule of a GPU run (grader/checks/gemm_structure.py): the rule's counted
+    case, 33x40x37, run once more in the simulator, which counts its memory traffic (a GPU
+    counts nothing). (why the kernel is not its version or '', a note when the rule could
+    not be applied, library products the run called). A kernel that computes the case
+    wrong there or fails to run keeps the GPU's verdict, with the note: the simulator is
+    not where a GPU run is graded."""
+    if kernel not in gemm_structure.RULED:
+        return "", "", []
+    cases = [c for c in correctness_cases(False, kernel) if (c.M, c.N, c.K) == COUNTED_SHAPE]
+    workdir = workroot / f"{kernel}-version"
+    copy = fresh_copy(workdir, submission)
+    run = run_worker(job_spec(copy, kernel, cases, [], config), workdir,
+                     config.seconds_simulator, False,
+                     inputs=job_inputs(cases, [], config.secret))
+    load_error = run.outdir / "load.err"
+    stopped = ("could not load the module: " + error_text(load_error) if load_error.exists()
+               else run.stop_reason(config.seconds_simulator))
+    outcome = check_case(cases[0], run.outdir, 0, stopped, config.findings_fail,
+                         secret=config.secret)
+    hits = anticheat.read_hits(run.outdir)
+    why = refusals.stop_message(run.outdir) or ("" if outcome.passed else outcome.message)
+    if why:
+        return "", (f"the version was not checked: its counted call failed in the CUDA "
+                    f"simulator ({cases[0].label()}: {one_line(why, 200)})"), hits
+    return gemm_structure.problem(kernel, run.outdir, cases), "", hits
 
 
 def memory_traffic(kernel: str, profile: GemmCase, outdir: Path, workroot: Path,

@@ -124,3 +124,28 @@ def test_a_decoy_kernel_that_stores_almost_nothing_is_not_the_product():
               "decoy": {"storing_threads": 1, "global_store_accesses": 1,
                         "global_load_accesses": 33 * 37}}
     assert "no kernel" in gemm_structure.rule_problem("register", counts, case)
+
+
+def test_a_gpu_run_checks_the_version_on_one_call_in_the_simulator(tmp_path):
+    """A GPU counts no memory traffic, so a GPU run asks the simulator: the counted call
+    run there once. A naive kernel in the register file fails the rule; the solution
+    passes; a kernel that fails in the simulator keeps its GPU verdict, with a note."""
+    from grader.parts.gemm import version_on_simulator
+    from grader.scoring import load_config
+
+    config = load_config()
+    folders = {}
+    for name in ("solution", "naive", "broken"):
+        folders[name] = shutil.copytree(KIT_ROOT / "solution", tmp_path / name)
+    (folders["naive"] / "gemm_3_register.py").write_text(_as("register"))
+    (folders["broken"] / "gemm_3_register.py").write_text(
+        _as("register").replace("def gemm_register(", "def gemm_register(*a):\n    raise "
+                                "RuntimeError('no simulator here')\n\ndef _unused("))
+    found = {name: version_on_simulator("register", folder, tmp_path / f"work-{name}", config)
+             for name, folder in folders.items()}
+    assert found["solution"] == ("", "", [])
+    assert "no kernel that computes the product" in found["naive"][0]
+    why, note, _ = found["broken"]
+    assert why == "" and "version was not checked" in note and "no simulator here" in note
+    assert version_on_simulator("naive", folders["naive"], tmp_path / "n", config) == (
+        "", "", [])
