@@ -59,3 +59,8 @@ class SubmissionResult:
         data["total"] = self.total
         data["max_total"] = self.max_total
         return data
+
+
+# How the note of a sub-folder graded as a submission of its own begins (a folder named
+# on the command line that held no student module, only sub-folders that do).
+NESTED_NOTE = "graded as one of the"

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import cellmap, safe_io
+from grader.results import NESTED_NOTE
 
 MAX_FILES = 64
 MAX_FILE_BYTES = 1 << 20
@@ -179,6 +180,11 @@ class Submission:
     cell_map: bool = True
 
 
+def is_nested(sub: Submission) -> bool:
+    """Was this submission a sub-folder of a folder named on the command line?"""
+    return any(n.startswith(NESTED_NOTE) for n in sub.notes)
+
+
 def student_modules() -> set[str]:
     from grader.nbextract import MODULES
 
@@ -298,7 +304,7 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
                 print(f"grader: {shown} holds no student module but {len(nested)} sub-folders "
                       f"that do: grading its {len(subs)} sub-folders as submissions",
                       file=sys.stderr)
-                note = f"graded as one of the {len(subs)} sub-folders of {shown}"
+                note = f"{NESTED_NOTE} {len(subs)} sub-folders of {shown}"
                 found += [Submission(s.name, s.resolve(), notes=[note], cell_map=False)
                           for s in subs]
                 found += _class_entries(path, subs, notebooks)
@@ -307,11 +313,16 @@ def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:
                      f"{safe_io.clean_text(nested[0].name, 80)}/ holds some: only modules at "
                      "the top level of a submission are graded"] if nested else []
             found.append(Submission(path.resolve().name, path.resolve(), notes=notes))
+    # Two folders with one name: keep both reports. A folder named on the command line
+    # keeps its name before a sub-folder of another: a student's folder shaped like a
+    # class's folder, holding a sub-folder named after a classmate, must not take the
+    # classmate's row.
     seen: set[str] = set()
-    for sub in found:
-        while sub.name in seen:  # two folders with one name: keep both reports
+    for sub in sorted(found, key=is_nested):
+        while sub.name in seen:
             sub.name += "_"
         seen.add(sub.name)
+    for sub in found:
         if sub.folder is not None:
             # What the grader's own extraction of a notebook recorded beside the folder
             extracted, problem = cellmap.read_notes(sub.folder) if sub.cell_map else ([], None)

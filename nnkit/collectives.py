@@ -436,6 +436,11 @@ def _tally() -> _Tally:
     """The tally of the call_point_to_point() this call runs in: found on the stack, so
     that no object handed to the submission leads to the communicator (reading frames is
     the kit's alone in a grading job: the audit hook refuses it to submitted code)."""
+    # Only PointToPointComm's own methods may ask: a submission that called this itself
+    # (the module is already loaded in the rank, so importing it raises no audit event)
+    # would get the real communicator and the tally it is counted by.
+    if sys._getframe(1).f_code not in _COMM_CODES:
+        raise RuntimeError("the ring's communicator is reached only through its methods")
     frame = sys._getframe(2)
     while frame is not None and frame.f_code is not _CALL_CODE:
         frame = frame.f_back
@@ -605,6 +610,10 @@ def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
 
 
 _CALL_CODE = call_point_to_point.__code__
+# The code of PointToPointComm's methods and properties: the only callers of _tally().
+_COMM_CODES = frozenset(
+    getattr(value.fget if isinstance(value, property) else value, "__code__", None)
+    for value in vars(PointToPointComm).values()) - {None}
 
 
 # --------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ import numpy as np
 
 from grader import safe_io
 from grader.cases import mpi as mpi_cases
-from grader.checks import refusals
+from grader.checks import anticheat, refusals
 from grader.checks.gemm import error_text
 from grader.checks.mpi import (
     check_allreduce,
@@ -63,7 +63,7 @@ from grader.checks.mpi import (
     rows_shared,
 )
 from grader.isolation.runner import copy_submission, run_worker
-from grader.parts.common import check_rows, failure_message, graded_item
+from grader.parts.common import check_rows, failure_message, fresh_copy, graded_item
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
@@ -75,6 +75,7 @@ from nnkit.collectives import (
     mpiexec_command,
     rank_environment,
 )
+from nnkit.mpi_checks import DATA_MODULE, RING_MODULE
 
 RANK_BYTES = 16 << 20  # what one rank's result may hold (the largest case: some 1.2 MB)
 RANK_ARRAYS = 32
@@ -309,6 +310,11 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
     cases = mpi_cases.cases(kind)
     inputs = mpi_cases.rank_inputs(kind, cases, config.secret)
     limit = config.seconds_mpi
+    # The source policy (Part 3's rules: the communicator as given, a point-to-point ring,
+    # only the allowed imports), read from a copy made before the job runs.
+    rules = anticheat.policy_verdict(fresh_copy(workroot / f"mpi_{kind}_policy", submission),
+                                     RING_MODULE if kind == "ring" else DATA_MODULE, "mpi",
+                                     config.policy)
     run = run_mpi_job(kind, cases, submission, workroot / f"mpi_{kind}", mpi_cases.RANKS,
                       limit, inputs, mpiexec)
     outcomes = []
@@ -335,10 +341,15 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
                    f"{incomplete}")
     else:
         message = f"all {len(outcomes)} cases pass"
-    # A guard's stop or a job that did not complete: no case of it is trusted.
-    return [graded_item(item_id, config, outcomes, message, stopped or incomplete or None,
-                        checks=check_rows(outcomes),
-                        figures={"job_seconds": round(run.seconds, 2),
-                                 "timed_out": run.timed_out,
-                                 "exit_status": run.returncode,
-                                 "complete": run.complete()})]
+    # A guard's stop, a job that did not complete or a rule broken: no case is trusted.
+    problem = stopped or incomplete or None
+    figures = {"job_seconds": round(run.seconds, 2), "timed_out": run.timed_out,
+               "exit_status": run.returncode, "complete": run.complete()}
+    if rules.found:
+        figures["policy"] = rules.found
+    if rules.failure:
+        message = problem = rules.failure + (f"; {message}" if failures or stopped else "")
+    elif rules.note:
+        message += "; " + rules.note
+    return [graded_item(item_id, config, outcomes, message, problem,
+                        checks=check_rows(outcomes), figures=figures)]

@@ -39,6 +39,7 @@ from grader.scoring import Config
 from nnkit import network
 from nnkit.collectives import find_mpiexec
 from nnkit.mnist import MnistFormatError, Split
+from nnkit.mpi_checks import DATA_MODULE
 
 # The job trains a network twice (in the simulator, every kernel on the CPU: 4-9 s for
 # the solution on 2 cores, against 1-3 s for Part 3's other jobs): twice their limit.
@@ -96,9 +97,10 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
     seconds = LIMIT_FACTOR * config.seconds_mpi
     # Part 2's source policy on the network modules, read from a copy made before the job
     # runs (a rank may rewrite the files of its own copy).
-    rules = [anticheat.policy_verdict(fresh_copy(workroot / "mpi_combined_policy", submission),
-                                      module, "net", config.policy)
-             for module in (KERNELS_MODULE, BACKPROP_MODULE)]
+    copy = fresh_copy(workroot / "mpi_combined_policy", submission)
+    rules = {module: anticheat.policy_verdict(copy, module, part, config.policy)
+             for module, part in ((KERNELS_MODULE, "net"), (BACKPROP_MODULE, "net"),
+                                  (DATA_MODULE, "mpi"))}
     run = run_mpi_job(cases.KIND, job_cases, submission, workroot / "mpi_combined",
                       cases.RANKS, seconds, cases.rank_inputs(data),
                       mpiexec, on_gpu=on_gpu)
@@ -112,7 +114,8 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
             break
         results.append(got)
     stopped, incomplete = refusals.stop_message(run.outdir), run.incomplete(seconds)
-    broken = next((r.failure for r in rules if r.failure), "")
+    broken = next(((f"your network: {r.failure}" if module != DATA_MODULE else r.failure)
+                   for module, r in rules.items() if r.failure), "")
     if stopped:
         ok, message = False, stopped
     elif checks:
@@ -127,7 +130,7 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
         except (KeyError, ValueError, TypeError, IndexError) as err:
             ok, message = False, f"malformed result ({type(err).__name__}: {err})"
         if broken:  # after the run's own evidence, which says more when there is some
-            message = f"your network: {broken}" if ok else f"{message}; your network: {broken}"
+            message = broken if ok else f"{message}; {broken}"
             ok = False
         if ok and incomplete:
             ok, message = False, ("the MPI job did not complete, so its results are not "

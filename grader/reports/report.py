@@ -33,7 +33,7 @@ from pathlib import Path
 
 from grader import safe_io
 from grader.checks import simperf
-from grader.results import NOT_GRADED, SubmissionResult
+from grader.results import NESTED_NOTE, NOT_GRADED, SubmissionResult
 
 # File names the reports use for themselves, in the output folder and in feedback/.
 RESERVED = {"summary", "summary_totals", "grades", "index", "feedback", "gradescope",
@@ -246,6 +246,15 @@ def read_report(path: Path) -> dict | None:
     return data
 
 
+def _takes_anothers_row(new: dict, old: dict) -> bool:
+    """Would `new`, the report of a sub-folder graded as a submission of its own, replace
+    the report of another folder? (A student's folder may hold a sub-folder named after a
+    classmate: regraded alone, it must not overwrite the classmate's row. A submission
+    named on the command line may: a student's folder regraded from a new download.)"""
+    return (any(str(n).startswith(NESTED_NOTE) for n in new.get("notes", []))
+            and old.get("path") != new.get("path"))
+
+
 def merge_reports(new: dict, old: dict) -> dict:
     """`new` (this run's report of a submission) with the items of `old` (an earlier
     report of the same submission) that this run did not grade: items absent now, and
@@ -326,6 +335,9 @@ class Gradebook:
         data = result if isinstance(result, dict) else to_json(result, notes)
         path = self.out / f"{data['id']}.json"
         old = read_report(path) if path.exists() else None
+        if old is not None and _takes_anothers_row(data, old):
+            data, old = self._own_row(data), None
+            path = self.out / f"{data['id']}.json"
         if old is not None and old.get("name") == data["name"]:
             data = merge_reports(data, old)
         elif old is not None:
@@ -337,6 +349,17 @@ class Gradebook:
             self.fresh.append(data["id"])
         self.write_csv()
         return data
+
+    def _own_row(self, data: dict) -> dict:
+        """`data` under a name and id no report of this folder holds (a suffix '_')."""
+        name, sid = data["name"], data["id"]
+        while (self.out / f"{sid}.json").exists() or sid in self.rows:
+            name, sid = name + "_", sid + "_"
+        said = [safe_io.clean_text(x, 80) for x in (data["name"], data["id"], name)]
+        data["notes"] = [*data.get("notes", []), (
+            f"the folder's name, {said[0]}, is another submission's in this book "
+            f"({said[1]}.json): graded as {said[2]}")]
+        return {**data, "name": name, "id": sid}
 
     def write_csv(self) -> None:
         write_atomic(self.out / "grades.csv", csv_text(list(self.rows.values())))

@@ -334,3 +334,33 @@ def test_nothing_of_the_odd_files_reaches_the_reports_or_changes(graded_odd):
             assert bad not in text
     # Grading wrote nothing into the submissions (jobs work on private copies)
     assert graded_odd["after"] == graded_odd["before"]
+
+
+def test_a_students_folder_shaped_like_a_class_takes_no_classmates_name(tmp_path):
+    """Red team: abby's folder holds only sub-folders, one named after alice. Named on the
+    command line beside alice's, the real alice keeps her name; regraded alone into the
+    class's book, abby's 'alice' gets a row of its own and alice's report is untouched."""
+    from grader.reports.report import Gradebook
+    from grader.results import ItemResult, SubmissionResult
+
+    abby, alice = tmp_path / "class" / "abby", tmp_path / "class" / "alice"
+    for folder in (abby / "abby", abby / "alice", alice):
+        _honest(folder)
+    found = resolve([abby, alice], tmp_path / "nb")
+    by_name = {s.name: s.folder for s in found}
+    assert by_name["alice"] == alice.resolve() and by_name["alice_"] == (abby / "alice").resolve()
+
+    book = Gradebook(tmp_path / "out")
+    item = ItemResult("gemm.naive.correctness", "naive", 10, 10, "pass", "ok")
+    real = [s for s in resolve([alice], tmp_path / "nb")][0]
+    book.add(SubmissionResult(real.name, str(real.folder), "sim", [item]), real.notes)
+    zero = ItemResult("gemm.naive.correctness", "naive", 10, 0, "fail", "no")
+    for sub in resolve([abby], tmp_path / "nb"):
+        book.add(SubmissionResult(sub.name, str(sub.folder), "sim", [zero]), sub.notes)
+    kept = json.loads((tmp_path / "out" / "alice.json").read_text())
+    assert kept["path"] == str(alice.resolve()) and kept["total"] == 10
+    forged = json.loads((tmp_path / "out" / "alice_.json").read_text())
+    assert forged["path"] == str((abby / "alice").resolve())
+    assert "another submission's in this book" in forged["notes"][-1]
+    rows = list(csv.reader((tmp_path / "out" / "grades.csv").read_text().splitlines()))
+    assert sorted(r[1] for r in rows[1:]) == ["abby", "alice", "alice_"]

@@ -3,8 +3,9 @@
 An import outside the allowed list (os, sys, ...) is a style note, and what the refused
 module is then used for is left to the worker's audit hook. One use is singled out here:
 `sys.modules` hands out every loaded module (ctypes, gc, weakref, the kit's own) without an
-import statement, and sys's import and tracing hooks change what the kit runs; no kernel,
-network or ring needs them. Kept apart from the visitor, which resolves only allowed
+import statement, sys's import and tracing hooks change what the kit runs, and reference
+counts and frames tell a call whether it is being checked; no kernel, network or ring
+needs them. Kept apart from the visitor, which resolves only allowed
 modules: this looks at the names `import sys` binds, wherever it stands.
 """
 
@@ -18,6 +19,11 @@ SYS_TABLES = frozenset({
     "modules", "meta_path", "path_hooks", "path_importer_cache", "settrace", "setprofile",
     "addaudithook", "excepthook", "unraisablehook", "displayhook", "breakpointhook",
     "audit", "monitoring",
+    # Who else holds an object, and whose frames are running: a call can tell from them
+    # whether the grader keeps its inputs (the calls it records in full) and behave
+    # honestly only then (red team: sys.getrefcount on a weight matrix).
+    "getrefcount", "getallocatedblocks", "_getframe", "_getframemodulename",
+    "_current_frames", "_current_exceptions", "gettrace", "getprofile",
 })
 
 

@@ -16,3 +16,6 @@ hook = sys.excepthook  # expect: private
 def gemm_naive(A, B, C, alpha, beta):
     print("launching", file=sys.stderr)
     finalizers = interp.modules["weakref"]  # expect: private
+    # Red team: the recorder's copies raise a reference count, which told checked calls.
+    checked = sys.getrefcount(A) > 3  # expect: private
+    caller = interp._getframe(1)  # expect: private
