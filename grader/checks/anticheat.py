@@ -253,16 +253,18 @@ class PolicyVerdict:
     found: list[str]  # every breach, described, for the report's figures
 
 
-def policy_verdict(folder: Path, module: str, part: str, mode: str) -> PolicyVerdict:
+def policy_verdict(folder: Path, module: str, part: str, mode: str,
+                   notes_only: frozenset[str] = frozenset()) -> PolicyVerdict:
     """The policy's breaches in `module` of the (private copy of the) submission. mode
-    "enforce": cheating rules fail the item, style rules are notes; "strict": every
-    breach fails it; "report": none does."""
+    "enforce": cheating rules fail the item, style rules and the rules in `notes_only` are
+    notes; "strict": every breach fails it; "report": none does."""
     from grader.checks import policy
 
     found = policy.check(folder, module, part)
     if not found:
         return PolicyVerdict("", "", [])
-    failing = [v for v in found if mode == "strict" or (mode == "enforce" and policy.is_cheat(v))]
+    failing = [v for v in found if mode == "strict" or (
+        mode == "enforce" and policy.is_cheat(v) and v.rule not in notes_only)]
     noted = [v for v in found if v not in failing]
     failure = ("the source breaks the rules for graded code: " + policy.summary(failing)
                if failing else "")

@@ -77,6 +77,11 @@ from nnkit.collectives import (
 )
 from nnkit.mpi_checks import DATA_MODULE, RING_MODULE
 
+# Rules that are notes, not failures, in the data-parallel module: its functions get the
+# real communicator, uncounted, so another one (a default of MPI.COMM_WORLD, comm.Abort on
+# an error) forges nothing; a collective outside `comm` deadlocks or fails the cases of
+# fewer ranks. The ring's communicator counts bytes: there the rule fails the item.
+DATA_NOTES = frozenset({"mpi-comm"})
 RANK_BYTES = 16 << 20  # what one rank's result may hold (the largest case: some 1.2 MB)
 RANK_ARRAYS = 32
 
@@ -314,7 +319,7 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
     # only the allowed imports), read from a copy made before the job runs.
     rules = anticheat.policy_verdict(fresh_copy(workroot / f"mpi_{kind}_policy", submission),
                                      RING_MODULE if kind == "ring" else DATA_MODULE, "mpi",
-                                     config.policy)
+                                     config.policy, DATA_NOTES if kind != "ring" else frozenset())
     run = run_mpi_job(kind, cases, submission, workroot / f"mpi_{kind}", mpi_cases.RANKS,
                       limit, inputs, mpiexec)
     outcomes = []

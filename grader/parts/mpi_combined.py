@@ -33,7 +33,7 @@ from grader.checks.mpi_combined import (
     unreplayed_calls,
 )
 from grader.parts.common import all_or_nothing, fresh_copy
-from grader.parts.mpi import _rank_results, run_mpi_job
+from grader.parts.mpi import DATA_NOTES, _rank_results, run_mpi_job
 from grader.results import NOT_GRADED, ItemResult
 from grader.scoring import Config
 from nnkit import network
@@ -98,9 +98,10 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
     # Part 2's source policy on the network modules, read from a copy made before the job
     # runs (a rank may rewrite the files of its own copy).
     copy = fresh_copy(workroot / "mpi_combined_policy", submission)
-    rules = {module: anticheat.policy_verdict(copy, module, part, config.policy)
-             for module, part in ((KERNELS_MODULE, "net"), (BACKPROP_MODULE, "net"),
-                                  (DATA_MODULE, "mpi"))}
+    rules = {module: anticheat.policy_verdict(copy, module, part, config.policy, notes)
+             for module, part, notes in ((KERNELS_MODULE, "net", frozenset()),
+                                         (BACKPROP_MODULE, "net", frozenset()),
+                                         (DATA_MODULE, "mpi", DATA_NOTES))}
     run = run_mpi_job(cases.KIND, job_cases, submission, workroot / "mpi_combined",
                       cases.RANKS, seconds, cases.rank_inputs(data),
                       mpiexec, on_gpu=on_gpu)

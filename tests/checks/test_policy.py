@@ -389,3 +389,27 @@ def test_checking_is_fast():
     for _ in range(5):
         _violations(KIT_ROOT / "solution")
     assert (time.perf_counter() - start) / 5 < 2.0
+
+
+def test_another_communicator_is_a_note_in_the_data_module_and_fails_the_ring(tmp_path):
+    """Part 3's items apply the policy (grader/parts/mpi.py). The data-parallel functions
+    get the real communicator, uncounted: a default of MPI.COMM_WORLD or comm.Abort there
+    forges nothing and is a note. The ring's communicator counts its bytes: there it fails."""
+    from grader.checks import anticheat
+    from grader.parts.mpi import DATA_NOTES
+
+    data = ("from mpi4py import MPI\n\n"
+            "def allreduce_gradients(comm=MPI.COMM_WORLD, grads=(), n_local=0, n_total=1):\n"
+            "    if n_total <= 0:\n"
+            "        comm.Abort(1)\n"
+            "    return grads\n")
+    ring = ("from mpi4py import MPI\n\n"
+            "def ring_allreduce(comm, buffer):\n"
+            "    MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, buffer)\n")
+    _write(tmp_path, {"mpi_1_data_parallel.py": data, "mpi_2_ring.py": ring})
+    lenient = anticheat.policy_verdict(tmp_path, "mpi_1_data_parallel", "mpi", "enforce",
+                                       DATA_NOTES)
+    assert lenient.failure == "" and "MPI.COMM_WORLD" in lenient.note
+    assert "comm.Abort" in lenient.note
+    strict = anticheat.policy_verdict(tmp_path, "mpi_2_ring", "mpi", "enforce")
+    assert "MPI.COMM_WORLD" in strict.failure
