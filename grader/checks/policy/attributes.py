@@ -143,9 +143,7 @@ class _AttributeRules:
         if attr in COUNTING and self.part == "mpi" and not self._self_like(base):
             return "mpi-comm"
         if (attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup"))) \
-                and attr not in DATATYPE_CTORS and not (
-                    attr == "Free" and isinstance(base, ast.Name)
-                    and base.id in self._datatype_names()):
+                and attr not in DATATYPE_CTORS:
             if not (ref is not None and ref.is_module) and not self._self_like(base):
                 return "mpi-comm"
         if (self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)) \
@@ -163,15 +161,6 @@ class _AttributeRules:
             elif attr not in KERNEL_VALUE_ATTRS:
                 return "kernel-attribute"
         return None
-
-    def _datatype_names(self) -> set[str]:
-        """Names the module binds to a derived MPI datatype (`row = MPI.FLOAT.Create_...`)."""
-        if getattr(self, "_datatypes", None) is None:
-            self._datatypes = {
-                target.id for node in ast.walk(self.info.tree)
-                if isinstance(node, ast.Assign) and _makes_datatype(node.value)
-                for target in node.targets if isinstance(target, ast.Name)}
-        return self._datatypes
 
     def _module_attr(self, ref: Ref, attr: str, node: ast.AST) -> str | None:
         """The rule `module.attr` breaks, if any (ref: a module)."""
@@ -251,13 +240,3 @@ class _AttributeRules:
                 return "import"
             return None
         return "import"
-
-
-def _makes_datatype(value: ast.expr) -> bool:
-    """Is `value` a derived datatype's constructor, maybe with calls chained on it
-    (MPI.FLOAT.Create_contiguous(d).Commit())?"""
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        if value.func.attr in DATATYPE_CTORS:
-            return True
-        value = value.func.value
-    return False

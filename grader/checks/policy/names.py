@@ -203,10 +203,13 @@ MPI_DENY = frozenset({
 MPI_MEMORY = frozenset({"buffer", "memory", "pickle", "Pickle"})
 MPI_CLASSES = frozenset({"Comm", "Intracomm", "Intercomm", "Topocomm", "Cartcomm",
                          "Graphcomm", "Distgraphcomm", "Group", "Info"})  # annotations only
+# Not Free: persistent requests (Send_init, Recv_init) and derived datatypes are freed by
+# the same name, and the ring's communicator refuses it at run time (a data-parallel
+# function that freed its communicator would only fail its own cases).
 COMM_DENY = frozenset({
     "Dup", "Dup_with_info", "Idup", "Idup_with_info", "Clone", "Split", "Split_type",
     "Get_parent", "Connect", "Accept", "Spawn", "Spawn_multiple", "Join", "Merge", "f2py",
-    "py2f", "fromhandle", "handle", "Free", "Abort", "Disconnect", "Set_errhandler",
+    "py2f", "fromhandle", "handle", "Abort", "Disconnect", "Set_errhandler",
     "Call_errhandler", "Attach_buffer", "Detach_buffer", "Set_attr", "Get_attr",
     "Delete_attr", "Free_keyval",
 })
