@@ -50,7 +50,50 @@ def install() -> bool:
     cls.__array_ufunc__ = array_ufunc
     cls.__getattr__ = getattr_
     _mend_dynamic_shared()
+    _check_launch_limits()
     return True
+
+
+# What a GPU launches (compute capability 7.0 and later): threads a block, per dimension
+# and in all, and the shared memory a block may have without asking for more
+# (cudaFuncSetAttribute, which numba does not do). The simulator checks none of them, so a
+# block of 32x64 threads passed there and failed on every GPU.
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_SHARED_BYTES = 48 * 1024
+
+
+def _check_launch_limits() -> None:
+    """Refuse, at the launch, a configuration no GPU accepts."""
+    import math
+
+    from numba.cuda.simulator import kernel
+
+    fake = getattr(kernel, "FakeCUDAKernel", None)
+    if fake is None:
+        return
+    configure = fake.__getitem__
+
+    def getitem(self: Any, configuration: Any) -> Any:
+        out = configure(self, configuration)
+        block, grid = tuple(self.block_dim), tuple(self.grid_dim)
+        shown = "x".join(str(d) for d in block)
+        if math.prod(block) > MAX_THREADS or any(
+                d > most for d, most in zip(block, MAX_BLOCK, strict=False)):
+            raise NotOnAGpu(f"a block of {shown} threads ({math.prod(block):,}): a GPU "
+                            f"launches at most {MAX_THREADS:,} threads a block (at most "
+                            "1024 x 1024 x 64 along each dimension)")
+        if any(d > most for d, most in zip(grid, MAX_GRID, strict=False)):
+            raise NotOnAGpu(f"a grid of {'x'.join(str(d) for d in grid)} blocks: a GPU "
+                            "launches at most 65,535 blocks along y and z")
+        if int(getattr(self, "dynshared_size", 0) or 0) > MAX_SHARED_BYTES:
+            raise NotOnAGpu(f"{self.dynshared_size:,} bytes of dynamic shared memory: a "
+                            f"block gets at most {MAX_SHARED_BYTES:,} without asking for "
+                            "more, which numba does not do")
+        return out
+
+    fake.__getitem__ = getitem
 
 
 def _mend_dynamic_shared() -> None:
@@ -80,6 +123,11 @@ def _mend_dynamic_shared() -> None:
         found = self._allocations.get(key)
         if found is None:
             found = self._allocations[key] = np.empty(shape, dtype)
+            used = sum(a.nbytes for a in self._allocations.values()) + self._dynshared_size
+            if used > MAX_SHARED_BYTES:
+                raise NotOnAGpu(f"{used:,} bytes of shared memory a block (static arrays "
+                                "and dynamic): a block gets at most "
+                                f"{MAX_SHARED_BYTES:,}")
         return found
 
     shared.array = array

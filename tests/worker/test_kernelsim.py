@@ -55,3 +55,53 @@ def test_dynamic_shared_memory_of_a_numpy_type_runs_and_static_arrays_stay_apart
     assert result.returncode == 0, result.stderr[-2000:]
     assert "dynamic [3.0, 2.0, 1.0, 0.0]" in result.stdout
     assert "static [21.0, 21.0, 21.0, 21.0]" in result.stdout
+
+
+LIMITS = '''\
+import os
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+import numpy as np
+from numba import cuda
+from grader.worker import kernelsim
+
+assert kernelsim.install()
+
+
+@cuda.jit
+def fill(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 1.0
+
+
+@cuda.jit
+def big_tiles(out):
+    a = cuda.shared.array((64, 128), np.float32)
+    b = cuda.shared.array((64, 128), np.float32)
+    out[0] = a[0, 0] + b[0, 0]
+
+
+out = np.zeros(8, np.float32)
+fill[1, (32, 32)](out)
+print("1024 threads ran")
+for launch in (lambda: fill[1, (32, 64)](out), lambda: fill[(1, 70000), 1](out),
+               lambda: fill[1, 8, 0, 64 * 1024](out), lambda: big_tiles[1, 1](out)):
+    try:
+        launch()
+    except kernelsim.NotOnAGpu as err:
+        print("refused:", err)
+'''
+
+
+def test_launches_no_gpu_accepts_are_refused():
+    """Red team: a naive kernel with 32x64 blocks kept its points in the simulator; a GPU
+    refuses more than 1,024 threads a block, and more than 48 KB of shared memory."""
+    result = subprocess.run([sys.executable, "-c", LIMITS], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "1024 threads ran" and len(lines) == 5, lines
+    assert "a block of 32x64x1 threads (2,048)" in lines[1]
+    assert "65,535 blocks along y" in lines[2]
+    assert "65,536 bytes of dynamic shared memory" in lines[3]
+    assert "65,536 bytes of shared memory a block" in lines[4]
