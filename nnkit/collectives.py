@@ -283,6 +283,17 @@ def message_bytes(spec: Any) -> int:
     return max(int(count), 0) * size
 
 
+def element_bytes(payload: Any) -> int:
+    """Bytes of one element of a message: its datatype's, else its array's (0 for a
+    Python object that is not an array)."""
+    if isinstance(payload, list | tuple) and payload and not isinstance(payload[0], int):
+        datatype = next((x for x in payload[1:] if _is_datatype(x)), None)
+        if datatype is not None:
+            return int(_type_sizes(datatype)[0])
+        payload = payload[0]
+    return int(getattr(payload, "itemsize", 0) or 0) if hasattr(payload, "dtype") else 0
+
+
 def vector_bytes(spec: Any, comm_size: int) -> list[int]:
     """Bytes for each rank of a vector buffer specification (Scatterv's send buffer):
     `buf`, `[buf, counts]`, `[buf, (counts, displs)]`, `[buf, datatype]`,
@@ -405,7 +416,7 @@ class _Tally:
     """The real communicator and what went through it; lives only as a local variable of
     call_point_to_point's frame (see PointToPointComm)."""
 
-    __slots__ = ("comm", "size", "rank", "sent_to", "calls", "unknown", "problems")
+    __slots__ = ("comm", "size", "rank", "sent_to", "calls", "unknown", "problems", "wide")
 
     def __init__(self, comm: Any):
         self.comm = comm
@@ -414,6 +425,7 @@ class _Tally:
         self.calls: Counter[str] = Counter()
         self.unknown = 0
         self.problems: list[str] = []
+        self.wide = 0  # messages of 8-byte elements (a float64 working copy)
 
     def sending(self, name: str, payload: Any, dest: Any, pickled: bool = False) -> None:
         self.calls[name] += 1
@@ -422,6 +434,7 @@ class _Tally:
             if target == _mpi().PROC_NULL or not 0 <= target < self.size:
                 return  # nothing leaves (PROC_NULL), or MPI refuses the call
             self.sent_to[target] += object_bytes(payload) if pickled else message_bytes(payload)
+            self.wide += element_bytes(payload) >= 8
         except Exception as err:  # noqa: BLE001 - the kit's failure, never the call's
             self.unknown += 1
             if len(self.problems) < 3:
@@ -606,7 +619,7 @@ def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
     tally = _Tally(comm)  # found by PointToPointComm's calls on the stack: keep the name
     fn(PointToPointComm(), *args)
     return {"sent_to": list(tally.sent_to), "calls": dict(tally.calls),
-            "unknown": tally.unknown, "problems": list(tally.problems)}
+            "unknown": tally.unknown, "problems": list(tally.problems), "wide": tally.wide}
 
 
 _CALL_CODE = call_point_to_point.__code__

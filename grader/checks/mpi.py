@@ -204,8 +204,11 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
     allowed = ring_bytes_allowed(length, p)
     sent = [int(matrix[r].sum()) for r in range(p)]
     # A ring sends about as much from every rank; one that works in float64 sends twice
-    # the float32 bound but evenly. Relays and gathers send unevenly (ring_bytes_allowed).
-    even = min(sent) > 0 and max(sent) <= RING_EVEN * min(sent)
+    # the float32 bound but evenly, in messages of 8-byte elements. Relays and gathers send
+    # unevenly (ring_bytes_allowed); a float32 relay of whole buffers, p - 1 times around,
+    # sends evenly, but its messages are not wide.
+    wide = all(int(got[q].get("wide", 0)) > 0 for q in range(p))
+    even = wide and min(sent) > 0 and max(sent) <= RING_EVEN * min(sent)
     for r in range(p if allowed is not None else 0):
         received = int(matrix[:, r].sum())
         if max(sent[r], received) > allowed * (2 if even else 1):

@@ -130,6 +130,7 @@ def run_ring(n: int, case: dict, comm: Any, submission: Path,
     return {"got": buffer, "mpi": library,
             "sent_to": np.array(count["sent_to"], dtype=np.int64),
             "unknown": np.array(count["unknown"], dtype=np.int64),
+            "wide": np.array(count["wide"], dtype=np.int64),
             "calls": np.array(sorted(count["calls"]), dtype=str),
             "problems": np.array(count["problems"], dtype=str)}
 
