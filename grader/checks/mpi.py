@@ -34,7 +34,25 @@ def check_scatter(case: dict, got: list[dict[str, np.ndarray]],
                            f"expected {want_X.shape} and {want_y.shape} ({rows})")
         if X_r.tobytes() != want_X.tobytes() or y_r.tobytes() != want_y.tobytes():
             return False, f"rank {r} got the right shapes but not {rows} of the batch"
+    root = case["root"]
+    handed = got[root].get("handed")
+    if handed is not None and len(handed) == 2 and not int(handed[1]):
+        row = X[:1].nbytes + labels[:1].nbytes
+        others = sum(counts) - counts[root]
+        allowed = (others + case["ranks"] - 1) * row + SCATTER_SLACK
+        if int(handed[0]) > allowed:
+            return False, (f"root (rank {root}) handed {int(handed[0]):,} bytes to MPI for "
+                           f"the other ranks, whose {others} rows are {others * row:,} "
+                           "bytes: scatter_batch must send each rank its own rows "
+                           "(Scatterv, or a message per rank), not the whole minibatch to "
+                           "every rank (a broadcast)")
     return True, f"every rank got its rows ({'/'.join(map(str, counts))})"
+
+
+# What root may hand out beyond the other ranks' rows in the scatter item: a row of
+# padding per rank (Scatter of equal parts) and the headers of pickled messages (counts
+# sent with bcast, lowercase calls), far less than the batch a broadcast sends each rank.
+SCATTER_SLACK = 8192
 
 
 def _within(got: np.ndarray, exact: np.ndarray, bound: np.ndarray,

@@ -86,6 +86,7 @@ def _host(value: Any, what: str) -> np.ndarray:
 
 def run_scatter(n: int, case: dict, comm: Any, submission: Path,
                 inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from nnkit.collectives import counting_proxy
     from nnkit.mpi_train import DATA_MODULE
     from nnkit.submission import load_function
 
@@ -93,10 +94,12 @@ def run_scatter(n: int, case: dict, comm: Any, submission: Path,
     root = comm.Get_rank() == case["root"]  # only its file holds the minibatch
     X = inputs[f"case-{n}/X"] if root else None
     labels = inputs[f"case-{n}/labels"] if root else None
-    result = scatter(comm, X, labels, root=case["root"])
+    counted, handed = counting_proxy(comm)  # what root hands out: rows, not the batch
+    result = scatter(counted, X, labels, root=case["root"])
     if not isinstance(result, tuple | list) or len(result) != 2:
         raise TypeError("scatter_batch must return (X_local, labels_local)")
-    return {"X": _host(result[0], "X_local"), "labels": _host(result[1], "labels_local")}
+    return {"X": _host(result[0], "X_local"), "labels": _host(result[1], "labels_local"),
+            "handed": np.array(handed(), dtype=np.int64)}
 
 
 def run_allreduce(n: int, case: dict, comm: Any, submission: Path,

@@ -46,9 +46,11 @@ The rules, in short (RULES in rules.py has the sentence each violation carries):
   scalar types and elementwise math, a few builtins and the submission's own kernels;
   no slices, no arithmetic on whole arrays or rows, no host objects, and only constants
   from module level.
-- mpi-comm, mpi-collective (Part 3): only the communicator given, as given (no
-  COMM_WORLD, Dup, Split, Create*, handles, the counting communicator's tallies); in
-  mpi_2_ring.py and whatever it uses from other modules, point-to-point calls only.
+- mpi-comm, mpi-tally, mpi-collective (Part 3): only the communicator given, as given
+  (no COMM_WORLD, Dup, Split, Create*, handles: a note in mpi_1_data_parallel.py, whose
+  functions get the real communicator, grader/parts/mpi.py), never the counting
+  communicator's tallies; in mpi_2_ring.py and whatever it uses from other modules,
+  point-to-point calls only.
 
 What this layer cannot stop, and what covers it at run time:
 

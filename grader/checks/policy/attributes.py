@@ -141,7 +141,7 @@ class _AttributeRules:
             if attr in HOST_COPIES:
                 return "host-copy"
         if attr in COUNTING and self.part == "mpi" and not self._self_like(base):
-            return "mpi-comm"
+            return "mpi-tally"
         if (attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup"))) \
                 and attr not in DATATYPE_CTORS:
             if not (ref is not None and ref.is_module) and not self._self_like(base):

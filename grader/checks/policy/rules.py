@@ -93,8 +93,9 @@ RULES = {
                         "numba compiles",
     "mpi-comm": "use only the communicator you are given, as it is: COMM_WORLD, COMM_SELF, "
                 "communicator classes, Dup, Clone, Split, Create*, Spawn, Connect, Accept, "
-                "handles (f2py, py2f, fromhandle), Free, Abort, error handlers and the "
-                "grader's tallies (calls, bytes_sent) are not allowed",
+                "handles (f2py, py2f, fromhandle), Abort and error handlers are not allowed",
+    "mpi-tally": "the kit's tallies of a communicator (calls, bytes_sent) are the grader's "
+                 "to read, not graded code's",
     "mpi-collective": "the ring all-reduce must be point-to-point (Send, Recv, Isend, Irecv, "
                       "Sendrecv, waits; Barrier is allowed): no collective such as "
                       "Allreduce, Reduce, Allgather, Bcast or Scatter, in mpi_2_ring.py or in "
@@ -125,7 +126,7 @@ class Violation:
 # reported as notes: the audit hook, the launch replay and the module photograph judge
 # what the code does, so an unusual but honest submission keeps its points.
 CHEAT_RULES = frozenset({"file", "builtin", "private", "memory", "module-assign", "mpi-comm",
-                         "mpi-collective"})
+                         "mpi-tally", "mpi-collective"})
 # Imports that fail the item: ways around the language, the kit's and grader's internals,
 # and libraries that compute what the student must write.
 CHEAT_IMPORTS = frozenset({

@@ -34,5 +34,5 @@ def spy(comm, buffer):
 
 def forge(comm):
     comm.bytes_sent = 0  # expect: module-assign
-    comm.calls.clear()  # expect: mpi-comm
+    comm.calls.clear()  # expect: mpi-tally
     comm.settings["x"] = 1  # expect: module-assign
