@@ -36,8 +36,12 @@ results count only when the kit's replay of the submission's own kernels reprodu
 
 from __future__ import annotations
 
+import copy  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
+import dataclasses  # noqa: F401
 import json
 import os
+import pprint  # noqa: F401
+import reprlib  # noqa: F401
 import sys
 import threading
 from collections.abc import Iterable
@@ -143,7 +147,12 @@ FORWARD_REF = ("typing",)
 # memo by id(): the number stays inside inspect; json's pure-Python encoder (json.dump to a
 # file) marks the containers it is in by id() to find cycles. Only id() is allowed there
 # (inspect's currentframe and the like stay refused).
-ID_INNOCENT = ("inspect", "json.encoder")
+# Printing and copying call id() too, for their own bookkeeping: NumPy's array printing
+# (a recursion guard), reprlib's recursive_repr (dataclasses' and namedtuple's __repr__),
+# copy.deepcopy (its memo). A student's debugging print of an array, or a deepcopy of a
+# dict, lost whole jobs to that (red team, round four).
+ID_INNOCENT = ("inspect", "json.encoder", "numpy._core.arrayprint", "numpy.core.arrayprint",
+               "reprlib", "dataclasses", "copy", "pprint")
 # What the import system itself does to load a module a submission imports for the first
 # time (reading its cached bytecode, compiling and running its file); the import itself
 # is judged by the "import" event, and what the module does by the frames it runs in.
@@ -310,13 +319,27 @@ class Guard:
             elif event.startswith("ctypes.") and not self._ctypes_named(running):
                 self._refuse(event, args, *_origin())
             elif (event == "pickle.find_class" and actor == "kit"
-                  and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES):
+                  and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES
+                  and not self._own_class(args)):
                 # A pickle the kit's communicator unpickles for the submission (mpi4py's
                 # lowercase calls, in compiled code) is the submission's: it could name
                 # any function, the kit's own included, and have it called.
                 self._refuse(event, args, file, line)
         finally:
             self._local.busy = False
+
+    def _own_class(self, args: tuple) -> bool:
+        """Does a pickle name a class of the submission's own modules (a NamedTuple or a
+        dataclass of sizes sent with comm.bcast)? Rebuilding it runs the submission's own
+        code, judged by its own frames; a name of the kit's or a library's stays refused."""
+        module, name = (str(a) for a in args[:2]) if len(args) >= 2 else ("", "")
+        if not module.isidentifier() or not name.replace(".", "_").isidentifier():
+            return False
+        found = sys.modules.get(module)
+        where = getattr(found, "__file__", None) or ""
+        return (os.path.isfile(os.path.join(self.submission, module + ".py"))
+                and where.startswith(self.submission + os.sep)
+                and isinstance(getattr(found, name.split(".")[0], None), type))
 
     def _ctypes_named(self, frame: object) -> bool:
         """Is the first frame outside the ctypes package, from `frame` out, a compiler's,

@@ -81,9 +81,9 @@ def test_the_version_rules_at_their_edges():
     dynamic = _counts(dynamic_shared_bytes=8192)  # its accesses are not counted
     assert rule("shared", dynamic, case) == ""
     share = fmas // 64
-    assert rule("register", _counts(storing_threads=64 * 64 // 2, shared_load_accesses=share),
+    assert rule("register", _counts(storing_threads=64 * 64 * 2 // 3, shared_load_accesses=share),
                 case) == ""
-    assert "no kernel" in rule("register", _counts(storing_threads=64 * 64 // 2 + 1,
+    assert "no kernel" in rule("register", _counts(storing_threads=64 * 64 * 2 // 3 + 1,
                                                    shared_load_accesses=share), case)
     # Few threads but hardly any loads: a decoy beside a naive product kernel.
     decoy = {"decoy": {"global_load_accesses": share - 1, "storing_threads": 64},

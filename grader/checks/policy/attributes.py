@@ -30,6 +30,7 @@ from grader.checks.policy.names import (
     MPI_CLASSES,
     MPI_DENY,
     MPI_MEMORY,
+    NAMEDTUPLE_API,
     NP_HOST_OK,
     NUMBA_TYPES,
     NUMBA_TYPES_MODULES,
@@ -108,6 +109,8 @@ class _AttributeRules:
             "sibling:")
         if attr.startswith("_"):
             dunder = attr.startswith("__") and attr.endswith("__")
+            if attr in NAMEDTUPLE_API and not (ref is not None and ref.is_module):
+                return None  # a namedtuple's public methods (point._replace(x=1))
             if self._self_like(base) or self._super_call(base):
                 return "private" if dunder and attr not in SAFE_DUNDERS else None
             if sibling_module and not dunder:

@@ -5,6 +5,7 @@ modules, a resolved reference (Ref), and small helpers on names.
 from __future__ import annotations
 
 import ast
+import types
 from typing import NamedTuple
 
 # ---------------------------------------------------------------------------------------
@@ -240,8 +241,18 @@ HELPERS = {
     "collections": frozenset(), "collections.abc": frozenset(), "enum": frozenset(),
     "abc": frozenset(), "warnings": frozenset(), "time": frozenset(),
 }
+# Of `types`, what builds data and nothing else (the rest makes functions, code, modules
+# and classes, or reaches frames): SimpleNamespace for a bag of layers or sizes.
+TYPES_ALLOWED = frozenset({"SimpleNamespace", "MappingProxyType", "NoneType",
+                           "EllipsisType", "NotImplementedType", "GenericAlias", "UnionType"})
+TYPES_REFUSED = frozenset(n for n in dir(types) if not n.startswith("_")) - TYPES_ALLOWED
+HELPERS["types"] = TYPES_REFUSED
 HELPER_GETATTR = frozenset({"attrgetter", "methodcaller", "get_type_hints", "ForwardRef",
-                            "evaluate_forward_ref"})  # getattr and eval in disguise
+                            "evaluate_forward_ref",
+                            *TYPES_REFUSED})  # getattr and eval in disguise, code makers
+# The public methods and fields of a namedtuple, which start with an underscore so as not
+# to clash with its fields.
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 # Submodules reachable by attribute (module -> attribute -> module).
 SUBMODULES = {
     "numpy": {name: f"numpy.{name}" for name in NUMPY_SUBMODULES},

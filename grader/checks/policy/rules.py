@@ -17,8 +17,8 @@ RULES = {
             "instead, unchecked)",
     "import": "graded modules may import only numpy, math, cmath, numba (cuda, types), "
               "nnkit.backend, mpi4py.MPI (Part 3), __future__, typing, dataclasses, "
-              "functools, itertools, operator, collections, enum, abc, warnings, time and "
-              "the submission's own modules",
+              "functools, itertools, operator, collections, enum, abc, warnings, time, "
+              "types (SimpleNamespace) and the submission's own modules",
     "star-import": "`from ... import *` hides what a module takes: import the names you use",
     "builtin": "eval, exec, compile, __import__, getattr, setattr, delattr, vars, globals, "
                "locals, open, input, breakpoint, help, memoryview, id, exit, quit, "
@@ -130,7 +130,7 @@ CHEAT_RULES = frozenset({"file", "builtin", "private", "memory", "module-assign"
 # Imports that fail the item: ways around the language, the kit's and grader's internals,
 # and libraries that compute what the student must write.
 CHEAT_IMPORTS = frozenset({
-    "ctypes", "_ctypes", "cffi", "gc", "inspect", "importlib", "builtins", "types", "mmap",
+    "ctypes", "_ctypes", "cffi", "gc", "inspect", "importlib", "builtins", "mmap",
     "pickle", "marshal", "code", "codeop", "runpy", "grader", "nnkit", "torch", "jax",
     "jaxlib", "tensorflow", "scipy", "sklearn", "cupy", "cupyx", "cupy_backends",
     "subprocess", "socket", "multiprocessing", "pty", "_thread", "_posixsubprocess",

@@ -20,3 +20,12 @@ numpy_again = np  # expect: module-value
 def gemm_naive(A, B, C, alpha, beta):
     setattr(C, "x", 1)  # expect: builtin
     raise SystemExit(0)  # expect: builtin
+
+
+# types builds bags of data (SimpleNamespace, allowed) and functions and code (refused).
+import types  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+layers = SimpleNamespace(hidden=8)
+maker = types.FunctionType  # expect: builtin
+from types import CodeType  # noqa: E402  # expect: builtin
