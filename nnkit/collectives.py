@@ -460,9 +460,10 @@ def counting_proxy(comm: Any) -> tuple[Any, Callable[[], tuple[int, int]]]:
 
 # The calls of a communicator that call_point_to_point() lets through.
 POINT_TO_POINT_CALLS = frozenset({
-    "Get_rank", "Get_size", "Send", "Ssend", "Isend", "Issend", "Recv", "Irecv", "Sendrecv",
-    "Sendrecv_replace", "send", "ssend", "isend", "issend", "recv", "irecv", "sendrecv",
-    "Probe", "Iprobe", "probe", "iprobe", "Barrier",
+    "Get_rank", "Get_size", "Send", "Ssend", "Isend", "Issend", "Rsend", "Irsend", "Recv",
+    "Irecv", "Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace", "send",
+    "ssend", "isend", "issend", "recv", "irecv", "sendrecv", "Probe", "Iprobe", "probe",
+    "iprobe", "Mprobe", "Improbe", "mprobe", "improbe", "Barrier",
 })
 
 
@@ -512,12 +513,20 @@ def _tally() -> _Tally:
     # would get the real communicator and the tally it is counted by.
     if sys._getframe(1).f_code not in _COMM_CODES:
         raise RuntimeError("the ring's communicator is reached only through its methods")
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code is not _CALL_CODE:
-        frame = frame.f_back
+    frame = _call_frame(sys._getframe(2))
+    if frame is None:  # a thread of the submission's, started during the call
+        found = [f for f in map(_call_frame, sys._current_frames().values()) if f is not None]
+        frame = found[0] if len(found) == 1 else None
     if frame is None:
         raise RuntimeError("this communicator works only during the call it was given to")
     return frame.f_locals["tally"]
+
+
+def _call_frame(frame: Any) -> Any:
+    """The frame of call_point_to_point() on the stack that `frame` is on, or None."""
+    while frame is not None and frame.f_code is not _CALL_CODE:
+        frame = frame.f_back
+    return frame
 
 
 class _AnyType:
@@ -552,9 +561,10 @@ class PointToPointComm:
     def __getattr__(self, name: str) -> Any:
         raise PointToPointOnly(
             f"comm.{name}: the ring item allows point-to-point messages only (Send, Recv, "
-            "Sendrecv, Sendrecv_replace, Isend, Irecv, Ssend, Issend and their lowercase "
-            "forms, Probe, Iprobe, Barrier, rank and size); collectives, Dup, Split and "
-            "the like are not available here")
+            "Sendrecv, Sendrecv_replace, Isendrecv, Isend, Irecv, Ssend, Issend, Rsend, "
+            "Irsend and their lowercase forms, the probes, Barrier, rank and size); "
+            "collectives, persistent requests (Send_init), Dup, Split and the like are not "
+            "available here")
 
     def __repr__(self) -> str:
         return "<point-to-point communicator of the ring item>"
@@ -596,6 +606,41 @@ class PointToPointComm:
         tally = _tally()
         tally.sending("Issend", buf, dest)
         return tally.comm.Issend(buf, dest, tag)
+
+    def Rsend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        tally = _tally()
+        tally.sending("Rsend", buf, dest)
+        return tally.comm.Rsend(buf, dest, tag)
+
+    def Irsend(self, buf: Any, dest: int, tag: int = 0) -> Any:
+        tally = _tally()
+        tally.sending("Irsend", buf, dest)
+        return tally.comm.Irsend(buf, dest, tag)
+
+    def Isendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                  source: int = _ANY, recvtag: int = _ANY) -> Any:
+        tally = _tally()
+        tally.sending("Isendrecv", sendbuf, dest)
+        return tally.comm.Isendrecv(sendbuf, dest, sendtag, recvbuf, _source(source),
+                                    _tag(recvtag))
+
+    def Isendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = _ANY,
+                          recvtag: int = _ANY) -> Any:
+        tally = _tally()
+        tally.sending("Isendrecv_replace", buf, dest)
+        return tally.comm.Isendrecv_replace(buf, dest, sendtag, _source(source), _tag(recvtag))
+
+    def Mprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("Mprobe").Mprobe(_source(source), _tag(tag), status)
+
+    def Improbe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("Improbe").Improbe(_source(source), _tag(tag), status)
+
+    def mprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("mprobe").mprobe(_source(source), _tag(tag), status)
+
+    def improbe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
+        return _tally().receiving("improbe").improbe(_source(source), _tag(tag), status)
 
     def Recv(self, buf: Any, source: int = _ANY, tag: int = _ANY, status: Any = None) -> None:
         return _tally().receiving("Recv").Recv(buf, _source(source), _tag(tag), status)
