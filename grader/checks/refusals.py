@@ -67,7 +67,11 @@ WORDS = {
     "os.fork": "forked the worker",
     "os.kill": "sent a signal to a process",
     "compile": "compiled code from a string",
-    "pickle.find_class": "sent a pickle that names a function to call",
+    "pickle.find_class": "sent a pickle that names a function or class to call (only "
+                         "NumPy arrays, numbers, strings and plain tuples, lists and dicts "
+                         "may go through pickled calls such as comm.bcast: not an object of "
+                         "a class of your own, a NamedTuple or a dataclass, which each rank "
+                         "loads under a name of its own)",
     "exec": "executed code from a string",
     "os.rename": "moved a file into or out of its folder",
     "shutil.move": "moved a file into or out of its folder",

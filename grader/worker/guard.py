@@ -326,23 +326,13 @@ class Guard:
             elif event.startswith("ctypes.") and not self._ctypes_named(running):
                 self._refuse(event, args, *_origin())
             elif (event == "pickle.find_class" and actor == "kit"
-                  and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES
-                  and not self._own_class(args)):
+                  and self._inside(file, self.kit) and tuple(args[:2]) not in NUMPY_PICKLE_NAMES):
                 # A pickle the kit's communicator unpickles for the submission (mpi4py's
                 # lowercase calls, in compiled code) is the submission's: it could name
                 # any function, the kit's own included, and have it called.
                 self._refuse(event, args, file, line)
         finally:
             self._local.busy = False
-
-    def _own_class(self, args: tuple) -> bool:
-        """Does a pickle name a class of the submission's own modules (a NamedTuple or a
-        dataclass of sizes sent with comm.bcast)? Rebuilding it runs the submission's own
-        code, judged by its own frames; a name of the kit's or a library's stays refused."""
-        module, name = (str(a) for a in args[:2]) if len(args) >= 2 else ("", "")
-        if not module.isidentifier() or not name.replace(".", "_").isidentifier():
-            return False
-        return os.path.isfile(os.path.join(self.submission, module + ".py"))
 
     def _ctypes_named(self, frame: object) -> bool:
         """Is the first frame outside the ctypes package, from `frame` out, a compiler's,
@@ -369,7 +359,7 @@ class Guard:
         if event == "open":
             return not self._may_open(args)
         if event == "pickle.find_class":
-            return tuple(args[:2]) not in NUMPY_PICKLE_NAMES and not self._own_class(args)
+            return tuple(args[:2]) not in NUMPY_PICKLE_NAMES
         if event in PATH_EVENTS:
             paths = args[:2] if event in TWO_PATH_EVENTS else args[:1]
             return not paths or not all(isinstance(path, str | bytes | os.PathLike)

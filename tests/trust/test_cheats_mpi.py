@@ -38,7 +38,7 @@ EXPECTED = {
     "rebuild_from_seeds": {"mpi.ring": "outside the float32 bound"},
     "ring_relay": {"mpi.ring": r"moves about 2\(p-1\)/p of the buffer"},
     "ring_float32_relay": {"mpi.ring": r"moves about 2\(p-1\)/p of the buffer"},
-    "ring_pickle_tally": {"mpi.ring": "sent a pickle that names a function to call"},
+    "ring_pickle_tally": {"mpi.ring": "sent a pickle that names a function or class to call"},
     # (its module imports nnkit.dataset: the policy fails every item that reads it)
     "rebuild_training_rows": {"mpi.scatter": "cases fail",
                               "mpi.allreduce": "from nnkit import dataset",
