@@ -91,14 +91,33 @@ def check_allreduce(case: dict, got: list[dict[str, np.ndarray]],
             ok, message, ratio = _within(got[r][f"g{i}"], exact, bound,
                                          f"rank {r}, gradient {i}")
             if not ok:
-                plain = np.mean([x[i].astype(np.float64) for x in inputs], axis=0)
-                if np.allclose(got[r][f"g{i}"], plain, rtol=1e-5, atol=0) and \
-                        not np.allclose(plain, exact, rtol=1e-5, atol=0):
-                    message += ": that is the plain average, without the n_local / n_total " \
-                               "weights"
+                message += _allreduce_hint(got[r][f"g{i}"], exact, [x[i] for x in inputs],
+                                           shares)
                 return False, message
             worst = max(worst, ratio)
     return True, f"every rank within the bound (largest error / bound {worst:.2f})"
+
+
+def _allreduce_hint(got: np.ndarray, exact: np.ndarray, grads: list[np.ndarray],
+                    shares: list[int]) -> str:
+    """What a wrong all-reduced gradient is, when it is a common slip: the sum or the
+    average of the ranks' gradients without the n_local / n_total weights, or the weighted
+    sum not divided by n_total."""
+    wide = [g.astype(np.float64) for g in grads]
+    total = sum(shares)
+    slips = (
+        (np.mean(wide, axis=0), "the plain average, without the n_local / n_total weights"),
+        (np.sum(wide, axis=0), "the plain sum of the ranks' gradients: each must be "
+                               "weighted by n_local / n_total (the ranks' gradients are "
+                               "means over their own rows)"),
+        (np.sum([n * g for n, g in zip(shares, wide, strict=True)], axis=0),
+         f"the sum weighted by n_local, not yet divided by n_total ({total})"),
+    )
+    for value, said in slips:
+        if np.allclose(got, value, rtol=1e-5, atol=0) and not np.allclose(
+                value, exact, rtol=1e-5, atol=0):
+            return f": that is {said}"
+    return ""
 
 
 def ring_bytes_needed(length: int, ranks: int, itemsize: int = 4) -> int:

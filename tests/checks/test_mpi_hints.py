@@ -1,0 +1,26 @@
+"""Hints of the all-reduce item (grader/checks/mpi.py): the common slips are named."""
+
+import numpy as np
+
+from grader.checks.mpi import check_allreduce
+
+
+def _case(grads: list[np.ndarray], shares: list[int], combine) -> tuple[bool, str]:
+    case = {"ranks": len(shares), "n_local": shares, "shapes": [list(grads[0].shape)]}
+    got = [{"g0": combine(grads, shares).astype(np.float32)} for _ in shares]
+    return check_allreduce(case, got, [[g] for g in grads])
+
+
+def test_the_plain_sum_and_the_undivided_weighted_sum_are_named():
+    rng = np.random.default_rng(3)
+    grads = [rng.standard_normal((4, 5)).astype(np.float32) for _ in range(3)]
+    shares = [7, 7, 6]
+    ok, said = _case(grads, shares, lambda g, s: np.sum(g, axis=0))
+    assert not ok and "the plain sum of the ranks' gradients" in said
+    ok, said = _case(grads, shares, lambda g, s: sum(n * x for n, x in zip(s, g, strict=True)))
+    assert not ok and "not yet divided by n_total (20)" in said
+    ok, said = _case(grads, shares, lambda g, s: np.mean(g, axis=0))
+    assert not ok and "plain average" in said
+    ok, said = _case(grads, shares, lambda g, s: sum(n / 20 * x.astype(np.float64)
+                                                     for n, x in zip(s, g, strict=True)))
+    assert ok, said
