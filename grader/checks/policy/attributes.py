@@ -64,7 +64,8 @@ class _AttributeRules:
             root = base
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
-            if isinstance(root, ast.Name) and (self._imported(root.id)
+            if isinstance(root, ast.Name) and ((self._imported(root.id)
+                                                and not self._own_state(root.id))
                                                or self._parameter(root.id)):
                 self.flag("module-assign", node)
                 return

@@ -77,7 +77,8 @@ class _ExpressionRules:
             while isinstance(root, ast.Attribute | ast.Subscript):
                 through_attribute |= isinstance(root, ast.Attribute)
                 root = root.value
-            if isinstance(root, ast.Name) and (self._imported(root.id) or (
+            if isinstance(root, ast.Name) and ((self._imported(root.id)
+                                                and not self._own_state(root.id)) or (
                     through_attribute and self._parameter(root.id))):
                 self.flag("module-assign", node)
         self.generic_visit(node)
@@ -114,6 +115,18 @@ class _ExpressionRules:
             if scope.kind == "function":
                 return name in scope.params and name != scope.self_name
         return False
+
+    def _own_state(self, name: str) -> bool:
+        """A class of the module's own, or a plain function of its own (no decorator: not
+        a kernel): its attributes are the module's own state, a launch counter or a cache
+        (`Profile.launches += 1`, `_scratch.cache = {}`), which nothing of the grader's
+        reads."""
+        if self._local(name):
+            return False
+        if name in self.info.classes:
+            return True
+        node = self.info.functions.get(name)
+        return isinstance(node, ast.FunctionDef) and not node.decorator_list
 
     def _imported(self, name: str) -> bool:
         """A module-level import, def or class name (not shadowed)."""

@@ -23,3 +23,25 @@ np.__dict__["dot"] = None  # expect: private, module-assign
 
 def bias_sigmoid(Z, b):
     nnkit.backend.synchronize()
+
+
+@cuda.jit
+def kernel(x):
+    x[0] = 1.0
+
+
+kernel.extra = None  # expect: module-assign (a kernel's attributes are numba's)
+
+
+class Counter:
+    """A class of the module's own: its attributes are its own state, not refused."""
+
+    launches = 0
+
+
+def _cache():
+    return _cache.table
+
+
+_cache.table = {}  # a plain function's attribute: the "static variable" idiom
+Counter.launches += 1
