@@ -50,7 +50,8 @@ WAR = "write-after-read"
 WAW = "write-after-write"
 UNINITIALIZED = "uninitialized-read"
 NEGATIVE_INDEX = "negative-index"
-RACES = (RAW, WAR, WAW)
+GLOBAL_WAW = "global-write-write"
+RACES = (RAW, WAR, WAW, GLOBAL_WAW)
 MAX_FINDINGS = 50
 
 _WHAT = {
@@ -59,6 +60,9 @@ _WHAT = {
     WAW: "writes an element that thread {other} also wrote since the block's last syncthreads",
     UNINITIALIZED: "reads an element that no thread of its block has written",
     NEGATIVE_INDEX: "uses a negative index (it wraps around to the end of the dimension)",
+    GLOBAL_WAW: "writes an element of an argument that another thread of the launch also "
+                "wrote, with another value: threads adding partial results to one element "
+                "need cuda.atomic.add (a plain += loses the others' additions on a GPU)",
 }
 
 Dim = tuple[int, int, int]
@@ -120,6 +124,11 @@ _SIM_DIR = ""  # the simulator's source folder: frames there are not the kernel'
 # object a kernel could reach and mark to hide its races; submissions cannot import this.
 _in_atomic: set[threading.Thread] = set()
 _alloc_lock = threading.Lock()
+# Plain writes to kernel arguments in the current launch: (array, index) -> (block,
+# thread, value). Two threads writing one element with different values is a race on a
+# GPU (a plain += from several threads, a global column sum without atomics): the
+# simulator runs threads one after another, so the result comes out right there.
+_global_writes: dict[tuple[int, tuple], tuple[tuple, int, Any]] = {}
 _getitem = np.ndarray.__getitem__
 _setitem = np.ndarray.__setitem__
 # threading.current_thread() without its call: the table it reads (a simulated thread
@@ -203,6 +212,31 @@ def _report_negative(memory: str, obj: Any, array: Any, idx: Any) -> None:
     if isinstance(thread, _BlockThread):
         _report(NEGATIVE_INDEX, thread, None,
                 lambda frame: (_label(memory, array, obj, frame), _as_index(idx)))
+
+
+def _global_write(obj: Any, idx: Any, value: Any) -> None:
+    """Record a plain write to a kernel argument's element; report another thread's
+    earlier write of a different value to it in this launch (GLOBAL_WAW)."""
+    thread = _active.get(_get_ident())
+    if not isinstance(thread, _BlockThread) or thread in _in_atomic:
+        return
+    index = idx if isinstance(idx, tuple) else (idx,)
+    if not all(isinstance(i, _INTS) for i in index):
+        return  # a slice: left to the simulator (kernels index single elements)
+    array = obj._item._ary
+    key = (id(array), tuple(int(i) for i in index))
+    me = (tuple(thread.blockIdx), thread.thread_id)
+    before = _global_writes.get(key)
+    _global_writes[key] = (me, 0, value)
+    if before is None or before[0] == me:
+        return
+    try:
+        same = bool(before[2] == value)
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        _report(GLOBAL_WAW, thread, None,
+                lambda frame: (_label("argument", array, obj, frame), _as_index(idx)))
 
 
 class _Shadow:
@@ -425,7 +459,19 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
             if counter is not None:
                 counter.global_access(self, idx, True)
             original(self, idx, value)
+            _global_write(self, idx, value)
         return setitem
+
+    def launch(original):
+        def call(self, *args):
+            if not self._device:
+                _global_writes.clear()  # races are within one launch
+            try:
+                return original(self, *args)
+            finally:
+                if not self._device:
+                    _global_writes.clear()
+        return call
 
     def atomic_operation(original):
         def operation(self, *args, **kwargs):
@@ -451,6 +497,7 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
         (kernel.BlockThread, "syncthreads", syncthreads),
         (arg, "__getitem__", argument_getitem),
         (arg, "__setitem__", argument_setitem),
+        (kernel.FakeCUDAKernel, "__call__", launch),
         *atomics,
     ]
 
@@ -486,6 +533,7 @@ def instrument(max_findings: int = MAX_FINDINGS,
         yield findings
     finally:
         _findings = _counter = None
+        _global_writes.clear()
         for owner, name, original in reversed(originals):
             setattr(owner, name, original)
         _in_atomic.clear()
