@@ -124,10 +124,11 @@ _SIM_DIR = ""  # the simulator's source folder: frames there are not the kernel'
 # object a kernel could reach and mark to hide its races; submissions cannot import this.
 _in_atomic: set[threading.Thread] = set()
 _alloc_lock = threading.Lock()
-# Plain writes to kernel arguments in the current launch: (array, index) -> (block,
-# thread, value). Two threads writing one element with different values is a race on a
-# GPU (a plain += from several threads, a global column sum without atomics): the
-# simulator runs threads one after another, so the result comes out right there.
+# Plain writes to kernel arguments in the current launch: (array, index) -> ((block,
+# thread), the block's barrier epoch, value). Two threads writing one element with
+# different values, from two blocks or with no syncthreads between, is a race on a GPU (a
+# plain += from several threads, a global column sum without atomics): the simulator
+# runs threads one after another, so the result comes out right there.
 _global_writes: dict[tuple[int, tuple], tuple[tuple, int, Any]] = {}
 _getitem = np.ndarray.__getitem__
 _setitem = np.ndarray.__setitem__
@@ -225,10 +226,11 @@ def _global_write(obj: Any, idx: Any, value: Any) -> None:
         return  # a slice: left to the simulator (kernels index single elements)
     array = obj._item._ary
     key = (id(array), tuple(int(i) for i in index))
-    me = (tuple(thread.blockIdx), thread.thread_id)
+    me, epoch = (tuple(thread.blockIdx), thread.thread_id), thread._simcheck_epoch
     before = _global_writes.get(key)
-    _global_writes[key] = (me, 0, value)
-    if before is None or before[0] == me:
+    _global_writes[key] = (me, epoch, value)
+    # Another thread's write: a race unless a syncthreads of their block came between.
+    if before is None or before[0] == me or (before[0][0] == me[0] and before[1] != epoch):
         return
     try:
         same = bool(before[2] == value)

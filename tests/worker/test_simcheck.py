@@ -255,3 +255,44 @@ def test_atomics_do_not_race_with_each_other_but_plain_updates_do(use_atomics):
         assert list(findings) == [] and np.array_equal(to_host(out), np.full(4, 8.0))
     else:
         assert races, list(findings)
+
+
+@cuda.jit
+def _zero_then_write(out):
+    t = cuda.threadIdx.x
+    if t == 0:
+        out[0] = 0.0
+    cuda.syncthreads()  # a barrier between the two writes: legal
+    if t == 1:
+        out[0] = 5.0
+
+
+@cuda.jit
+def _plain_add(out):
+    out[0] += 1.0
+
+
+@cuda.jit
+def _atomic_add(out):
+    cuda.atomic.add(out, 0, 1.0)
+
+
+@cuda.jit
+def _same_value(out):
+    out[0] = 3.0
+
+
+@pytest.mark.parametrize(("kernel", "blocks", "race"), [
+    (_zero_then_write, 1, False), (_plain_add, 2, True), (_atomic_add, 2, False),
+    (_same_value, 2, False)])
+def test_threads_writing_one_argument_element(kernel, blocks, race):
+    """Red team: a column sum added into out[j] by every thread with a plain += was right
+    in the simulator and a race on a GPU. Two threads writing one element of an argument
+    with different values, from two blocks or with no barrier between, is reported;
+    atomics, equal values and writes a syncthreads apart are not."""
+    out = to_device(np.zeros(1, np.float32))
+    with simcheck.instrument() as found:
+        kernel[blocks, 4](out)
+    kinds = {f.kind for f in found}
+    assert (simcheck.GLOBAL_WAW in kinds) == race, kinds
+    assert to_host(out)[0] in (3.0, 5.0, 8.0)
