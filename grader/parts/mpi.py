@@ -117,8 +117,11 @@ class MpiRun:
         lines = [line.strip() for line in self.output_tail.strip().splitlines() if line.strip()]
         # MPICH's words ("Abort(...): Fatal error in internal_Scatterv: ...", "Assertion
         # failed in file ..."): they name the call, where Hydra's banner only says a rank died.
-        aborted = [line for line in lines if line.startswith(("Abort(", "Assertion failed"))
-                   or "Fatal error in" in line]
+        # Not "application called MPI_Abort": the worker's own abort after a rank raised
+        # (its error is in the rank's file), which says nothing of MPI's calls.
+        aborted = [line for line in lines if (line.startswith(("Abort(", "Assertion failed"))
+                                              or "Fatal error in" in line)
+                   and "application called MPI_Abort" not in line]
         if aborted:
             return (f"{aborted[0][:300]} (MPI stopped the job inside one of its calls: check "
                     "that each buffer's dtype matches the MPI type given with it, and that "

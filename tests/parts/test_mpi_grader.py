@@ -266,6 +266,11 @@ def test_an_abort_inside_an_mpi_call_is_told_in_mpis_words(tmp_path):
     assert "Assertion failed in file" in said and "dtype matches the MPI type" in said, said
     banner = part3.MpiRun(tmp_path, 9, False, tail.split("\n", 1)[1], 1.0, 2)
     assert "BAD TERMINATION" in banner.missing(0, 40)
+    # The worker's own abort after a rank raised is not MPI's word on a call.
+    ours = ("Abort(3) on node 0 (rank 0 in comm 0): application called "
+            "MPI_Abort(MPI_COMM_WORLD, 3) - process 0\n" + tail.split("\n", 1)[1])
+    said = part3.MpiRun(tmp_path, 9, False, ours, 1.0, 2).missing(0, 40)
+    assert "dtype matches" not in said and "BAD TERMINATION" in said, said
 
 
 def test_a_ring_without_its_all_gather_is_told_so():
