@@ -630,18 +630,6 @@ class PointToPointComm:
         tally.sending("Isendrecv_replace", buf, dest)
         return tally.comm.Isendrecv_replace(buf, dest, sendtag, _source(source), _tag(recvtag))
 
-    def Mprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("Mprobe").Mprobe(_source(source), _tag(tag), status)
-
-    def Improbe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("Improbe").Improbe(_source(source), _tag(tag), status)
-
-    def mprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("mprobe").mprobe(_source(source), _tag(tag), status)
-
-    def improbe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("improbe").improbe(_source(source), _tag(tag), status)
-
     def Recv(self, buf: Any, source: int = _ANY, tag: int = _ANY, status: Any = None) -> None:
         return _tally().receiving("Recv").Recv(buf, _source(source), _tag(tag), status)
 
@@ -696,20 +684,32 @@ class PointToPointComm:
         return tally.comm.sendrecv(sendobj, dest, sendtag, recvbuf, _source(source),
                                    _tag(recvtag), status)
 
-    def Probe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("Probe").Probe(_source(source), _tag(tag), status)
-
-    def Iprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("Iprobe").Iprobe(_source(source), _tag(tag), status)
-
-    def probe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("probe").probe(_source(source), _tag(tag), status)
-
-    def iprobe(self, source: int = _ANY, tag: int = _ANY, status: Any = None) -> Any:
-        return _tally().receiving("iprobe").iprobe(_source(source), _tag(tag), status)
-
     def Barrier(self) -> None:
         return _tally().receiving("Barrier").Barrier()
+
+    # Probes, matched probes (whose Message is received from, not the communicator) and
+    # their lowercase forms: one signature, made by _probe below.
+    Probe: Any
+    Iprobe: Any
+    probe: Any
+    iprobe: Any
+    Mprobe: Any
+    Improbe: Any
+    mprobe: Any
+    improbe: Any
+
+
+def _probe(name: str) -> Callable[..., Any]:
+    def probe(self: PointToPointComm, source: int = _ANY, tag: int = _ANY,
+              status: Any = None) -> Any:
+        return getattr(_tally().receiving(name), name)(_source(source), _tag(tag), status)
+
+    probe.__name__ = probe.__qualname__ = name
+    return probe
+
+
+for _name in ("Probe", "Iprobe", "probe", "iprobe", "Mprobe", "Improbe", "mprobe", "improbe"):
+    setattr(PointToPointComm, _name, _probe(_name))
 
 
 def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
