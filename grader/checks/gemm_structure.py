@@ -25,7 +25,8 @@ to have each thread compute several elements of C (16 in the handout's design), 
 
 The call counted is a graded one (grader/cases/gemm.py COUNTED_SHAPE), counted while it is
 graded: a launcher cannot behave otherwise when counted, since this call's C is checked as
-every case's. On a GPU nothing is counted; the speed items tell the versions apart there.
+every case's. A GPU counts nothing: a GPU run runs the counted case once more in the
+simulator for this rule (grader/parts/gemm.py, version_on_simulator).
 """
 
 from __future__ import annotations
