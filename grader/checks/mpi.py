@@ -318,6 +318,21 @@ def rows_shared(counts: list[np.ndarray | None], batches: list[int], alone: str 
     return ""
 
 
+def split_hint(counts: list[np.ndarray | None], batches: list[int]) -> str:
+    """For a model-averaging case that failed: the rows each rank trained on, when they
+    are not shard_counts' split (the first n % p ranks take the extra rows). Averaged
+    models depend on which rows each rank held; the gradient all-reduce does not."""
+    if any(c is None or getattr(c, "shape", None) != (1,) for c in counts):
+        return ""
+    rows = [int(c[0]) for c in counts]
+    want = [sum(split_counts(b, len(rows))[r] for b in batches) for r in range(len(rows))]
+    if rows == want:
+        return ""
+    return (f"; your ranks trained on {'/'.join(map(str, rows))} rows, where shard_counts' "
+            f"split of every minibatch gives {'/'.join(map(str, want))}: the averaged model "
+            "depends on which rows each rank holds (see mpi.scatter)")
+
+
 def check_params(got: list[dict[str, np.ndarray]],
                  expected: list[network.Params]) -> tuple[bool, str]:
     worst, where = 0.0, ""

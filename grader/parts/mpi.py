@@ -61,6 +61,7 @@ from grader.checks.mpi import (
     check_ring,
     check_scatter,
     rows_shared,
+    split_hint,
 )
 from grader.isolation.runner import copy_submission, run_worker
 from grader.parts.common import check_rows, failure_message, fresh_copy, graded_item
@@ -294,13 +295,15 @@ def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
     if kind == "ring":
         return check_ring(case, got, [inputs[r][f"case-{n}/buffer"]
                                       for r in range(case["ranks"])])
-    shared = rows_shared([r.get("rows") for r in got],
-                         mpi_cases.minibatches(inputs[0]["train/labels"].shape[0], case["mode"]))
+    counts = [r.get("rows") for r in got]
+    batches = mpi_cases.minibatches(inputs[0]["train/labels"].shape[0], case["mode"])
+    shared = rows_shared(counts, batches)
     if shared:
         return False, shared
     if kind == "train":
         return check_params(got, [ref.train] * case["ranks"])
-    return check_params(got, ref.averaging[n])
+    ok, message = check_params(got, ref.averaging[n])
+    return ok, message if ok else message + split_hint(counts, batches)
 
 
 def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,

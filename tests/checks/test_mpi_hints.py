@@ -24,3 +24,13 @@ def test_the_plain_sum_and_the_undivided_weighted_sum_are_named():
     ok, said = _case(grads, shares, lambda g, s: sum(n / 20 * x.astype(np.float64)
                                                      for n, x in zip(s, g, strict=True)))
     assert ok, said
+
+
+def test_an_averaging_failure_names_a_split_that_is_not_shard_counts():
+    from grader.checks.mpi import split_hint
+
+    batches = [20, 20, 1]
+    mine = [np.array([n]) for n in (12, 14, 15)]  # the extra rows on the last ranks
+    said = split_hint(mine, batches)
+    assert "12/14/15" in said and "15/14/12" in said and "see mpi.scatter" in said
+    assert split_hint([np.array([n]) for n in (15, 14, 12)], batches) == ""
