@@ -275,6 +275,12 @@ def ring_hint(got: list[dict[str, np.ndarray]], inputs: list[np.ndarray], r: int
         if any(not np.array_equal(got[q]["got"], inputs[q]) for q in range(p) if q != r):
             return f" (the buffer is unchanged, while other ranks' changed: {ALLGATHER})"
         return " (the buffer is unchanged: sum in place, into `buffer`)"
+    other = next((q for q in range(p) if q != r and np.array_equal(mine, inputs[q])), None)
+    if other is not None:
+        return (f" (the buffer holds rank {other}'s input unchanged: what arrived was copied "
+                "in, but no sum reached `buffer`; a name rebound, `chunk = chunk + "
+                "incoming`, makes a new array, where `buffer[lo:hi] += incoming` adds in "
+                "place)")
     with np.errstate(invalid="ignore"):
         right = np.flatnonzero(np.abs(mine.astype(np.float64) - exact) <= bound)
     chunk = -(-exact.size // p)

@@ -34,3 +34,13 @@ def test_an_averaging_failure_names_a_split_that_is_not_shard_counts():
     said = split_hint(mine, batches)
     assert "12/14/15" in said and "15/14/12" in said and "see mpi.scatter" in said
     assert split_hint([np.array([n]) for n in (15, 14, 12)], batches) == ""
+
+
+def test_a_ring_whose_sums_never_reach_the_buffer_is_told_so():
+    from grader.checks.mpi import ring_hint
+
+    inputs = [np.arange(6, dtype=np.float32) + 10 * r for r in range(3)]
+    exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    got = [{"got": inputs[(r + 2) % 3].copy()} for r in range(3)]  # the left one's input
+    said = ring_hint(got, inputs, 0, exact, np.full(6, 1e-3))
+    assert "holds rank 2's input unchanged" in said and "in place" in said
