@@ -313,6 +313,12 @@ def gemm_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray, alph
         return UNCHANGED
     if np.all(got == 0) and np.any(np.abs(expected) > bound):
         return GEMM_ZERO
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    huge = np.isfinite(got) & (np.abs(got) > 1e6 * max(scale, 1.0))
+    if huge.any():
+        return (f"{int(huge.sum())} element(s) are a million times larger than any "
+                "expected value, or more: a sum that did not start at 0 (an accumulator "
+                "or a local array read before it was set) adds whatever the memory held")
     found = _scalar_hint(g, got) or _k_hint(g, got) or _operand_hint(g, got)
     if found:
         return found

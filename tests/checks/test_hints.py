@@ -282,3 +282,11 @@ def test_network_outputs_get_a_hint_too():
     rng = np.random.default_rng(1)
     noisy = (expected + rng.uniform(0.1, 1, expected.shape)).astype(np.float32)
     assert "hint" not in compare("out", noisy, expected, bound)
+
+
+def test_an_accumulator_never_zeroed():
+    """Bug round: a register kernel whose accumulators start with what memory held."""
+    A, B, C, al, be = _case(20, 9, 70, -1.5, 5.0)
+    got = _d(A, B, C, al, be)
+    got[3:5, 2:4] += np.float32(3e31)
+    assert "did not start at 0" in _hint(got, A, B, C, al, be)
