@@ -36,8 +36,7 @@ results count only when the kit's replay of the submission's own kernels reprodu
 
 from __future__ import annotations
 
-import copy  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
-import dataclasses  # noqa: F401
+import dataclasses  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
 import json
 import os
 import pprint  # noqa: F401
@@ -151,12 +150,13 @@ FORWARD_REF = ("typing",)
 # thread of the submission's sends (nnkit.collectives._tally, which answers only the
 # communicator's own methods); every other caller of sys._current_frames stays refused.
 FRAMES_INNOCENT = ("nnkit.collectives",)
-# Printing and copying call id() too, for their own bookkeeping: NumPy's array printing
-# (a recursion guard), reprlib's recursive_repr (dataclasses' and namedtuple's __repr__),
-# copy.deepcopy (its memo). A student's debugging print of an array, or a deepcopy of a
-# dict, lost whole jobs to that (red team, round four).
+# Printing calls id() too, for its own bookkeeping: NumPy's array printing (a recursion
+# guard), reprlib's recursive_repr (dataclasses' and namedtuple's __repr__), pprint. A
+# student's debugging print of an array lost whole jobs to that (red team, round four).
+# Not copy.deepcopy: its memo, which the caller may pass, is keyed by id() (a red team
+# read addresses out of it).
 ID_INNOCENT = ("inspect", "json.encoder", "numpy._core.arrayprint", "numpy.core.arrayprint",
-               "reprlib", "dataclasses", "copy", "pprint")
+               "reprlib", "dataclasses", "pprint")
 # What the import system itself does to load a module a submission imports for the first
 # time (reading its cached bytecode, compiling and running its file); the import itself
 # is judged by the "import" event, and what the module does by the frames it runs in.

@@ -5,6 +5,7 @@ modules, a resolved reference (Ref), and small helpers on names.
 from __future__ import annotations
 
 import ast
+import re
 import types
 from typing import NamedTuple
 
@@ -244,12 +245,20 @@ HELPERS = {
 # Of `types`, what builds data and nothing else (the rest makes functions, code, modules
 # and classes, or reaches frames): SimpleNamespace for a bag of layers or sizes.
 TYPES_ALLOWED = frozenset({"SimpleNamespace", "MappingProxyType", "NoneType",
-                           "EllipsisType", "NotImplementedType", "GenericAlias", "UnionType"})
+                           "EllipsisType", "NotImplementedType"})  # not GenericAlias: it
+# forwards attribute lookups to what it wraps (types.GenericAlias(np, ()).lib hid np.lib)
 TYPES_REFUSED = frozenset(n for n in dir(types) if not n.startswith("_")) - TYPES_ALLOWED
 HELPERS["types"] = TYPES_REFUSED
 HELPER_GETATTR = frozenset({"attrgetter", "methodcaller", "get_type_hints", "ForwardRef",
                             "evaluate_forward_ref",
                             *TYPES_REFUSED})  # getattr and eval in disguise, code makers
+# What makes an object an array over any address (NumPy's, CUDA's, DLPack's protocols):
+# refused as names and as strings (a dict key, a keyword), red team round four.
+MEMORY_DUNDERS = frozenset({"__array_interface__", "__cuda_array_interface__",
+                            "__array_struct__", "__dlpack__", "__dlpack_device__",
+                            "__array__", "__buffer__"})
+# A str.format field that looks up an attribute starting with an underscore.
+FORMAT_PRIVATE = re.compile(r"\{[^{}!:]*\.\s*_")
 # The public methods and fields of a namedtuple, which start with an underscore so as not
 # to clash with its fields.
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})

@@ -29,3 +29,9 @@ from types import SimpleNamespace  # noqa: E402
 layers = SimpleNamespace(hidden=8)
 maker = types.FunctionType  # expect: builtin
 from types import CodeType  # noqa: E402  # expect: builtin
+
+# Red team, round four: raw memory through an array interface given as a keyword or a
+# dict key, and an address read through a format field.
+raw = np.asarray(SimpleNamespace(__array_interface__={"shape": (1,)}))  # expect: private, host-copy
+spec = {"__array_interface__": None}  # expect: private
+address = "{0.__array_interface__[data][0]}".format(raw)  # expect: private
