@@ -400,45 +400,80 @@ class CountingComm:
         return message_bytes(first) * (size - 1) // size
 
 
+# Calls that send nothing (queries, receives, probes, waits): every other call of a
+# communicator is counted by root_hands_out, whatever it is named.
+_SENDS_NOTHING = frozenset({
+    "Get_rank", "Get_size", "Get_group", "Get_name", "Get_topology", "Get_info",
+    "Is_inter", "Is_intra", "Recv", "Irecv", "recv", "irecv", "Mrecv", "Probe", "Iprobe",
+    "probe", "iprobe", "Mprobe", "Improbe", "mprobe", "improbe", "Barrier", "Ibarrier",
+    "barrier", "Dup", "Clone", "Split", "Create", "Create_group", "Idup",
+})
+_ROOTED = {"Bcast": 1, "Ibcast": 1, "Scatter": 2, "Iscatter": 2, "Scatterv": 2,
+           "Iscatterv": 2, "bcast": 1, "scatter": 1, "Reduce": 2, "Ireduce": 2,
+           "reduce": 2, "Gather": 2, "Igather": 2, "Gatherv": 2, "Igatherv": 2,
+           "gather": 1}
+_POINT_TO_POINT = ("Send", "Isend", "Ssend", "Issend", "Bsend", "Ibsend", "Rsend", "Irsend",
+                   "Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace")
+
+
 def root_hands_out(name: str, args: tuple, kwargs: dict, size: int, rank: int) -> int:
-    """Bytes a call hands to MPI for the other ranks of a communicator of `size`, as its
-    root or sender: buffers and pickled objects alike (the scatter item's count; a
-    broadcast delivers its buffer to each of the size - 1 others)."""
-    first = args[0] if args else kwargs.get("buf", kwargs.get("sendbuf", kwargs.get("obj")))
-    if name in CountingComm.POINT_TO_POINT or name == "Sendrecv":
+    """Bytes a call hands to MPI for the other ranks of a communicator of `size`: buffers
+    and pickled objects alike, any call that sends (the scatter item's count). A
+    broadcast, or a collective every rank takes part in, delivers its buffer to each of
+    the size - 1 others; a call root does not root sends nothing from root."""
+    if name in _SENDS_NOTHING:
+        return 0
+    first = args[0] if args else kwargs.get(
+        "buf", kwargs.get("sendbuf", kwargs.get("obj", kwargs.get("sendobj"))))
+    mpi = _mpi()
+    if mpi is not None and first is mpi.IN_PLACE:  # the data is in the receive buffer
+        first = args[1] if len(args) > 1 else kwargs.get("recvbuf")
+    if first is None:
+        return 0
+    if name in _POINT_TO_POINT:
         return message_bytes(first)
-    if name in ("send", "ssend", "isend", "issend", "sendrecv"):
+    if name in ("send", "ssend", "isend", "issend", "bsend", "ibsend", "sendrecv"):
         return object_bytes(first)
-    root_at = {"Bcast": 1, "Scatter": 2, "Scatterv": 2, "bcast": 1, "scatter": 1}.get(name)
-    if root_at is None:
-        return 0
-    root = args[root_at] if len(args) > root_at else kwargs.get("root", 0)
-    if rank != root or first is None:
-        return 0
-    if name == "bcast":
-        return object_bytes(first) * (size - 1)
-    if name == "scatter":
+    root_at = _ROOTED.get(name)
+    if root_at is not None:
+        root = args[root_at] if len(args) > root_at else kwargs.get("root", 0)
+        if rank != root:
+            return 0
+    pickled = name[:1].islower()
+    if name in ("scatter",):
         return sum(object_bytes(x) for q, x in enumerate(first) if q != rank)
-    if name == "Bcast":
-        return message_bytes(first) * (size - 1)
-    if name == "Scatterv":
+    if name in ("Scatterv", "Iscatterv"):
         parts = vector_bytes(first, size)
         return sum(parts) - (parts[rank] if rank < len(parts) else 0)
-    return message_bytes(first) * (size - 1) // size
+    if name in ("Scatter", "Iscatter"):
+        return message_bytes(first) * (size - 1) // size
+    # Broadcasts, reductions, gathers, all-to-alls: the buffer to each other rank.
+    return (object_bytes(first) if pickled else message_bytes(first)) * (size - 1)
 
 
-def counting_proxy(comm: Any) -> tuple[Any, Callable[[], tuple[int, int]]]:
+# Attributes of a communicator that lead to a communicator the proxy does not count.
+_HANDLES = frozenset({"py2f", "handle", "f2py", "fromhandle", "toint", "Detach"})
+
+
+def counting_proxy(comm: Any, tally: list[int] | None = None,
+                   ) -> tuple[Any, Callable[[], tuple[int, int]]]:
     """(a communicator that forwards every call to `comm`, a function that returns the
     bytes its calls handed to MPI for the other ranks and how many calls could not be
     read). The tally lives in this closure, not on the object the submission gets (the
-    policy refuses closures and private attributes in graded code)."""
+    policy refuses closures and private attributes in graded code). A communicator a
+    call returns (Dup, Split, Create_group) is counted into the same tally; handles,
+    which rebuild the real communicator, are refused."""
     size, rank = int(comm.Get_size()), int(comm.Get_rank())
-    tally = [0, 0]
+    tally = [0, 0] if tally is None else tally
+    mpi = _mpi()
 
     class Counted:
         __slots__ = ()
 
         def __getattr__(self, name: str) -> Any:
+            if name in _HANDLES:
+                raise AttributeError(f"comm.{name}: a handle of the communicator is not "
+                                     "available in the scatter item")
             target = getattr(comm, name)
             if not callable(target):
                 return target
@@ -448,7 +483,10 @@ def counting_proxy(comm: Any) -> tuple[Any, Callable[[], tuple[int, int]]]:
                     tally[0] += root_hands_out(name, args, kwargs, size, rank)
                 except Exception:  # noqa: BLE001 - the kit's failure, never the call's
                     tally[1] += 1
-                return target(*args, **kwargs)
+                result = target(*args, **kwargs)
+                if mpi is not None and isinstance(result, mpi.Comm) and result != mpi.COMM_NULL:
+                    return counting_proxy(result, tally)[0]
+                return result
 
             return call
 
@@ -484,7 +522,7 @@ class _Tally:
         self.calls: Counter[str] = Counter()
         self.unknown = 0
         self.problems: list[str] = []
-        self.wide = 0  # messages of 8-byte elements (a float64 working copy)
+        self.wide = 0  # bytes sent in messages of 8-byte elements (a float64 copy)
 
     def sending(self, name: str, payload: Any, dest: Any, pickled: bool = False) -> None:
         self.calls[name] += 1
@@ -492,8 +530,10 @@ class _Tally:
             target = int(dest)
             if target == _mpi().PROC_NULL or not 0 <= target < self.size:
                 return  # nothing leaves (PROC_NULL), or MPI refuses the call
-            self.sent_to[target] += object_bytes(payload) if pickled else message_bytes(payload)
-            self.wide += element_bytes(payload) >= 8
+            size = object_bytes(payload) if pickled else message_bytes(payload)
+            self.sent_to[target] += size
+            if element_bytes(payload) >= 8:
+                self.wide += size
         except Exception as err:  # noqa: BLE001 - the kit's failure, never the call's
             self.unknown += 1
             if len(self.problems) < 3:

@@ -36,7 +36,11 @@ def check_scatter(case: dict, got: list[dict[str, np.ndarray]],
             return False, f"rank {r} got the right shapes but not {rows} of the batch"
     root = case["root"]
     handed = got[root].get("handed")
-    if handed is not None and len(handed) == 2 and not int(handed[1]):
+    if handed is not None and len(handed) == 2 and int(handed[1]):
+        return False, (f"root (rank {root}) made {int(handed[1])} call(s) whose payload the "
+                       "grader could not read: send NumPy arrays, or [array, counts, "
+                       "displacements, MPI type] specifications of them")
+    if handed is not None and len(handed) == 2:
         row = X[:1].nbytes + labels[:1].nbytes
         others = sum(counts) - counts[root]
         allowed = (others + case["ranks"] - 1) * row + SCATTER_SLACK
@@ -139,6 +143,7 @@ def ring_bytes_needed(length: int, ranks: int, itemsize: int = 4) -> int:
     return length * itemsize if ranks > 1 else 0
 
 
+WIDE_SHARE = 0.9  # of a rank's bytes in 8-byte elements, for the float64 ring's bound
 RING_EVEN = 1.25  # the most a rank of a ring sends over the least (chunks of n/p, p >= 3)
 
 
@@ -219,19 +224,22 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
     astray = not_to_neighbours(matrix)
     if astray:
         return False, astray
-    need, notes = ring_bytes_needed(length, p), []
+    need = ring_bytes_needed(length, p)
     for r in range(p):
         sent, received = int(matrix[r].sum()), int(matrix[:, r].sum())
         unknown = int(got[r].get("unknown", 0))
         if sent >= need and received >= need:
             continue
         if unknown or any(int(got[q].get("unknown", 0)) for q in range(p)):
-            # The kit could not read the size of some message: its own failure, not the
-            # submission's. The bytes are not checked rather than held against it.
-            said = "; ".join(got[r].get("problems", np.array([], str)).tolist()) or "?"
-            notes.append(f"bytes of rank {r} not checked: the grader could not count "
-                         f"{unknown} of its messages (the grader's failure: {said})")
-            continue
+            # A message whose size the kit could not read: a buffer given as an object
+            # of its own (an array interface on a namespace) moved data the bounds never
+            # saw (red team, round four). NumPy arrays and [array, count, type] specs
+            # are always read.
+            q = next(q for q in range(p) if int(got[q].get("unknown", 0)))
+            said = "; ".join(got[q].get("problems", np.array([], str)).tolist()) or "?"
+            return False, (f"rank {q} sent {int(got[q]['unknown'])} message(s) whose size "
+                           f"the grader could not read ({said}): send NumPy arrays, or "
+                           "[array, count, MPI type] specifications of them")
         return False, (f"rank {r} sent {sent} bytes to the other ranks and received "
                        f"{received} through the communicator it was given; an all-reduce "
                        f"of {length} float32 values on {p} ranks must move at least {need} "
@@ -244,7 +252,9 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
     # the float32 bound but evenly, in messages of 8-byte elements. Relays and gathers send
     # unevenly (ring_bytes_allowed); a float32 relay of whole buffers, p - 1 times around,
     # sends evenly, but its messages are not wide.
-    wide = all(int(got[q].get("wide", 0)) > 0 for q in range(p))
+    # (Nearly all of every rank's bytes: one small float64 message beside a float32 relay
+    # is not a float64 ring, red team round four.)
+    wide = all(int(got[q].get("wide", 0)) >= WIDE_SHARE * sent[q] for q in range(p))
     even = wide and min(sent) > 0 and max(sent) <= RING_EVEN * min(sent)
     for r in range(p if allowed is not None else 0):
         received = int(matrix[:, r].sum())
@@ -254,10 +264,9 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
                            "the buffer per step) moves about 2(p-1)/p of the buffer each "
                            f"way, at most {allowed} bytes for {length} float32 values on {p} "
                            "ranks (whole buffers relayed or gathered move more)")
-    note = f"; {'; '.join(notes)}" if notes else ""
     return True, (f"every rank within the bound (largest error / bound {worst:.2f}; "
                   f"|ring - Allreduce| / bound at most {gap:.2f}; bytes sent by rank "
-                  f"{'/'.join(map(str, sent))}){note}")
+                  f"{'/'.join(map(str, sent))})")
 
 
 ALLGATHER = ("each rank ends the reduce-scatter phase holding one chunk of the sum; the "
