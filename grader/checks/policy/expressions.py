@@ -9,7 +9,9 @@ from grader.checks.policy.kernels import _launch
 from grader.checks.policy.names import (
     BINDABLE_DUNDERS,
     DANGER_BUILTINS,
+    FORMAT_PRIVATE,
     KERNEL_REFUSED,
+    MEMORY_DUNDERS,
     PLAIN_DUNDERS,
     REFUSED,
     Ref,
@@ -115,6 +117,21 @@ class _ExpressionRules:
             if scope.kind == "function":
                 return name in scope.params and name != scope.self_name
         return False
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """Strings that reach around the policy: the name of an array interface (a dict
+        key that makes any object an array over any address) and a format field that looks
+        up an underscore attribute ('{0.__array_interface__[data][0]}'.format(a))."""
+        if isinstance(node.value, str) and (node.value.strip() in MEMORY_DUNDERS
+                                            or FORMAT_PRIVATE.search(node.value)):
+            self.flag("private", node, repr(node.value)[:60])
+
+    def _dunder_keywords(self, node: ast.Call) -> None:
+        """SimpleNamespace(__array_interface__=...): an object that is an array over any
+        address, by a keyword the attribute rules never see."""
+        for keyword in node.keywords:
+            if keyword.arg and keyword.arg.startswith("__") and keyword.arg.endswith("__"):
+                self.flag("private", keyword, f"{keyword.arg}=")
 
     def _own_state(self, name: str) -> bool:
         """A class of the module's own, or a plain function of its own (no decorator: not

@@ -1,6 +1,5 @@
 """The visitor of one module: imports, definitions, statements and calls (the rules on
-expressions, attributes and kernels are its bases).
-"""
+expressions, attributes and kernels are its bases)."""
 
 from __future__ import annotations
 
@@ -12,10 +11,8 @@ from grader.checks.policy.expressions import _ExpressionRules
 from grader.checks.policy.kernels import _Kernel, _KernelRules, _launch, _Scope
 from grader.checks.policy.names import (
     DECORATORS,
-    FORMAT_PRIVATE,
     INTERNALS,
     MEMORY_ATTRS,
-    MEMORY_DUNDERS,
     NP_LITERAL_ONLY,
     PRODUCTS,
     REFUSED,
@@ -366,14 +363,6 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
                 self.flag("private", node, f"{_short(node.cls)}({name}=...)")
         self.generic_visit(node)
 
-    def visit_Constant(self, node: ast.Constant) -> None:
-        """Strings that reach around the policy: the name of an array interface (a dict
-        key that makes any object an array over any address) and a format field that looks
-        up an underscore attribute ('{0.__array_interface__[data][0]}'.format(a))."""
-        if isinstance(node.value, str) and (node.value.strip() in MEMORY_DUNDERS
-                                            or FORMAT_PRIVATE.search(node.value)):
-            self.flag("private", node, repr(node.value)[:60])
-
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and not self._local(func.id) and not (
@@ -402,9 +391,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
             if not (local or self._kernel_name(target)):
                 self.flag("launch", node, f"{_short(func)}(...) launches "
                                           f"{_short(target)}, not a @cuda.jit kernel")
-        for keyword in node.keywords:  # SimpleNamespace(__array_interface__=...): raw memory
-            if keyword.arg and keyword.arg.startswith("__") and keyword.arg.endswith("__"):
-                self.flag("private", keyword, f"{keyword.arg}=")
+        self._dunder_keywords(node)
         for arg in (*node.args, *(k.value for k in node.keywords)):  # to a launch helper
             if self._kernel_name(arg):
                 self.handled.add(id(arg))
