@@ -39,7 +39,6 @@ from __future__ import annotations
 import dataclasses  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
 import json
 import os
-import pprint  # noqa: F401
 import reprlib  # noqa: F401
 import sys
 import threading
@@ -142,21 +141,20 @@ CODEGEN_EVENTS = frozenset({"compile", "exec"})
 # `from __future__ import annotations`, say): allowed for a source without a call in it
 # (names, dots, subscripts, `|`), never run from there (its exec stays refused).
 FORWARD_REF = ("typing",)
-# A @dataclass without a docstring gets one from inspect.signature, whose unwrap() keys a
-# memo by id(): the number stays inside inspect; json's pure-Python encoder (json.dump to a
-# file) marks the containers it is in by id() to find cycles. Only id() is allowed there
-# (inspect's currentframe and the like stay refused).
 # The ring's communicator finds the call it serves on the stack of another thread when a
 # thread of the submission's sends (nnkit.collectives._tally, which answers only the
 # communicator's own methods); every other caller of sys._current_frames stays refused.
 FRAMES_INNOCENT = ("nnkit.collectives",)
-# Printing calls id() too, for its own bookkeeping: NumPy's array printing (a recursion
-# guard), reprlib's recursive_repr (dataclasses' and namedtuple's __repr__), pprint. A
-# student's debugging print of an array lost whole jobs to that (red team, round four).
-# Not copy.deepcopy: its memo, which the caller may pass, is keyed by id() (a red team
-# read addresses out of it).
+# A @dataclass without a docstring gets one from inspect.signature, whose unwrap() keys a
+# memo by id(): the number stays inside inspect; json's pure-Python encoder (json.dump to a
+# file) marks the containers it is in by id() to find cycles. Printing calls id() too, in
+# sets its callers never see: NumPy's array printing (a recursion guard), reprlib's and
+# dataclasses' recursive_repr (a student's debugging print of an array lost whole jobs to
+# that: red team, round four). Only id() is allowed there (inspect's currentframe and the
+# like stay refused). Not copy.deepcopy, whose memo the caller may pass, nor pprint, which
+# hands its id()-keyed context to a subclass's format(): both give out addresses.
 ID_INNOCENT = ("inspect", "json.encoder", "numpy._core.arrayprint", "numpy.core.arrayprint",
-               "reprlib", "dataclasses", "pprint")
+               "reprlib", "dataclasses")
 # What the import system itself does to load a module a submission imports for the first
 # time (reading its cached bytecode, compiling and running its file); the import itself
 # is judged by the "import" event, and what the module does by the frames it runs in.

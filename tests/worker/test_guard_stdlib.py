@@ -1,7 +1,8 @@
 """The worker's audit hook and the standard library a correct submission may use: a
 @dataclass, a NamedTuple (under `from __future__ import annotations` too) and NumPy data
 unpickled by mpi4py's lowercase calls act through compile, exec, id() and
-pickle.find_class, which the hook otherwise refuses. These pass; a pickle naming any other
+pickle.find_class, which the hook otherwise refuses, and so does printing an array or a
+dataclass. These pass; pprint's id(), which a subclass can read, a pickle naming any other
 function, a string compiled by the submission itself and an annotation with a call in it
 are still refused. Run in a fresh interpreter: an audit hook cannot be removed."""
 
@@ -50,6 +51,24 @@ def compiled_here():
 
 def annotation_with_a_call():
     return typing.ForwardRef("len('ab')")
+
+
+def debug_prints():
+    import numpy
+    return repr(numpy.arange(3.0)) + repr(Geometry((32, 8)))
+
+
+def addresses_from_pprint():
+    import pprint
+
+    class Peek(pprint.PrettyPrinter):
+        def format(self, obj, context, maxlevels, level):
+            seen.extend(context)
+            return super().format(obj, context, maxlevels, level)
+
+    seen = []
+    Peek().pformat([[1], [2]])
+    return seen
 '''
 
 DRIVER = '''\
@@ -71,10 +90,12 @@ import student
 assert student.Geometry((32, 8)).grid == (1, 1) and student.Layer(1, 2).b == 2
 blobs = [bytes.fromhex(h) for h in json.loads(sys.argv[2])]
 print("numpy:", len(student.receive(pickle.loads, blobs)), flush=True)
+print("printed:", len(student.debug_prints()), flush=True)
 print("stage", flush=True)
 student.receive(pickle.loads, [pickle.dumps(len)])
 student.compiled_here()
 student.annotation_with_a_call()
+student.addresses_from_pprint()
 '''
 
 
@@ -103,8 +124,13 @@ def test_stdlib_class_builders_and_numpy_pickles_pass_and_the_rest_is_refused(tm
     # Correct code (class definitions at import, the NumPy pickles): nothing refused. Then
     # the pickle naming builtins.len (line 24), the submission's own eval (28) and the
     # annotation that calls (32), each refused.
-    assert events == [("pickle.find_class", 24), ("compile", 28), ("exec", 28),
-                      ("compile", 32)], records
+    assert events[:4] == [("pickle.find_class", 24), ("compile", 28), ("exec", 28),
+                          ("compile", 32)], records
+    # Printing an array or a dataclass calls id() inside NumPy and reprlib: not refused
+    # (nothing before "stage" is). pprint hands its id()-keyed context to a subclass's
+    # format(), so its id() is the submission's (lines 46 and 49): addresses stay refused.
+    assert "printed:" in stdout
+    assert events[4:] and set(events[4:]) <= {("builtins.id", 46), ("builtins.id", 49)}
 
 
 FORGER = '''\
