@@ -379,25 +379,12 @@ class CountingComm:
         return call
 
     def _payload(self, name: str, args: tuple, kwargs: dict) -> int:
-        size, rank = self._size, self._rank
-        first = args[0] if args else kwargs.get("buf", kwargs.get("sendbuf"))
-        if name in self.POINT_TO_POINT or name == "Sendrecv":
-            return message_bytes(first)
         if name == "Allreduce":
             buffer = args[1] if len(args) > 1 else kwargs.get("recvbuf")
-            return message_bytes(buffer) * 2 * (size - 1) // size
-        root_at = {"Bcast": 1, "Scatter": 2, "Scatterv": 2}.get(name)
-        if root_at is None:
-            return 0
-        root = args[root_at] if len(args) > root_at else kwargs.get("root", 0)
-        if rank != root or first is None:
-            return 0
-        if name == "Bcast":
-            return message_bytes(first) * (size - 1)
-        if name == "Scatterv":
-            parts = vector_bytes(first, size)
-            return sum(parts) - (parts[rank] if rank < len(parts) else 0)
-        return message_bytes(first) * (size - 1) // size
+            return message_bytes(buffer) * 2 * (self._size - 1) // self._size
+        if name in self.POINT_TO_POINT or name in ("Sendrecv", "Bcast", "Scatter", "Scatterv"):
+            return root_hands_out(name, args, kwargs, self._size, self._rank)
+        return 0
 
 
 # Calls that send nothing (queries, receives, probes, waits): every other call of a
@@ -440,7 +427,7 @@ def root_hands_out(name: str, args: tuple, kwargs: dict, size: int, rank: int) -
         if rank != root:
             return 0
     pickled = name[:1].islower()
-    if name in ("scatter",):
+    if name == "scatter":
         return sum(object_bytes(x) for q, x in enumerate(first) if q != rank)
     if name in ("Scatterv", "Iscatterv"):
         parts = vector_bytes(first, size)
