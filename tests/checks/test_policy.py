@@ -413,3 +413,12 @@ def test_another_communicator_is_a_note_in_the_data_module_and_fails_the_ring(tm
     assert "comm.Abort" in lenient.note
     strict = anticheat.policy_verdict(tmp_path, "mpi_2_ring", "mpi", "enforce")
     assert "MPI.COMM_WORLD" in strict.failure
+
+
+def test_modules_that_look_objects_up_by_a_dotted_string_fail_the_item(tmp_path):
+    """Past every attribute rule: pydoc.locate, pkgutil.resolve_name, string.Formatter's
+    get_field. Found reading this session's change to format fields once more."""
+    source = "import pydoc\nimport pkgutil\nfrom string import Formatter\nimport sys\n"
+    found = check(_write(tmp_path, {"gemm_1_naive.py": source}), "gemm_1_naive", "gemm")
+    cheats = {v.line for v in found if policy.is_cheat(v)}
+    assert cheats == {1, 2, 3}  # `import sys` stays a note

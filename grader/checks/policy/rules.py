@@ -135,6 +135,9 @@ CHEAT_IMPORTS = frozenset({
     "jaxlib", "tensorflow", "scipy", "sklearn", "cupy", "cupyx", "cupy_backends",
     "subprocess", "socket", "multiprocessing", "pty", "_thread", "_posixsubprocess",
     "weakref", "_weakref", "atexit",
+    # Objects looked up by a dotted string, past every attribute rule: pydoc.locate,
+    # pkgutil.resolve_name, string.Formatter().get_field("0.__array_interface__", ...).
+    "pydoc", "pkgutil", "string",
 })
 
 

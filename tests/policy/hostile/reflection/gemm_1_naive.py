@@ -35,3 +35,5 @@ from types import CodeType  # noqa: E402  # expect: builtin
 raw = np.asarray(SimpleNamespace(__array_interface__={"shape": (1,)}))  # expect: private, host-copy
 spec = {"__array_interface__": None}  # expect: private
 address = "{0.__array_interface__[data][0]}".format(raw)  # expect: private
+import pydoc  # noqa: E402  # expect: import
+from string import Formatter  # noqa: E402  # expect: import
