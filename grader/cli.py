@@ -17,6 +17,7 @@ submissions finished so far stay written.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import secrets
 import signal
@@ -158,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs must be at least 1")
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         parser.error("--jobs-per-gpu must be at least 1")
+    if importlib.util.find_spec("greenlet") is None:
+        # Without it the workers' simulator would fall back to numba's own threads: slower
+        # by far, and without the warp intrinsics a GPU has (grader/worker/blocksync.py).
+        print("grader: the CUDA simulator (used in every run, on a GPU too for the version "
+              "rule) needs the greenlet package: pip install 'greenlet>=3', or set the kit up "
+              "from its pyproject.toml", file=sys.stderr)
+        return 1
     if args.manifest is not None:  # before anything is graded (grader/isolation/integrity.py)
         from grader.isolation import integrity
 

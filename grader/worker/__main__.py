@@ -96,9 +96,9 @@ def main(argv: list[str]) -> int:
         pass
     LIMITS.update(job.limits)
     if job.thread_stack_kb:
-        # The simulator runs a Python thread per CUDA thread, up to 1,024 at once: with the
-        # default 8 MiB stacks they would reserve 8 GiB of the address space the memory
-        # limit counts.
+        # Threads the submission starts, and numba's simulator where blocksync is not
+        # installed (a Python thread per CUDA thread, up to 1,024 at once): with the default
+        # 8 MiB stacks they would reserve 8 GiB of the address space the memory limit counts.
         threading.stack_size(job.thread_stack_kb * 1024)
     PHASES.append(("start", *_STARTED))
     mark("imports")

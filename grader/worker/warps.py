@@ -5,14 +5,14 @@ warp intrinsics for a GPU, but its simulator's `cuda` module lacks them: a corre
 that reduces with warp shuffles (a common way to write column sums or a softmax) raised
 AttributeError in the simulator and lost the points a GPU would give it.
 
-`install()` adds them. The simulator runs one Python thread per CUDA thread; the lanes of
-a warp (threads whose linear index in the block shares index // 32) meet at an exchange:
-each posts its value, and once every lane named by the mask that is still running has
-posted, all of them read the values posted. A lane that has returned from the kernel no
-longer counts, as on a GPU where it has left the warp. What a lane reads from a lane that
-took no part (outside the mask, returned, or past the end of a partial warp) is its own
-value, as CUDA leaves it undefined. Requires grader/worker/blocksync.py (installed first),
-whose block state lists the block's threads.
+`install()` adds them. The lanes of a warp (threads whose linear index in the block
+shares index // 32) meet at an exchange: each posts its value, and once every lane named
+by the mask that is still running has posted, all of them read the values posted. A lane
+that has returned from the kernel no longer counts, as on a GPU where it has left the
+warp. What a lane reads from a lane that took no part (outside the mask, returned, or
+past the end of a partial warp) is its own value, as CUDA leaves it undefined. Requires
+grader/worker/blocksync.py (installed first), whose block state lists the block's threads
+and lets a lane wait while the others run.
 """
 
 from __future__ import annotations
@@ -24,14 +24,12 @@ from grader.worker import blocksync
 
 WARP = 32
 FULL = 0xFFFFFFFF
-POLL = 0.05  # seconds between checks for an aborted block while waiting at an exchange
 
 
 class _Exchange:
     """One warp's meeting point for one mask, in one running block."""
 
     def __init__(self, lanes: list[Any], mask: int):
-        self.cond = threading.Condition()
         self.lanes = [t for t in lanes if mask >> (t.thread_id % WARP) & 1]
         self.posted: dict[int, Any] = {}
         self.generation = 0
@@ -41,14 +39,14 @@ class _Exchange:
         return sum(1 for t in self.lanes if not getattr(t, "_warps_done", False))
 
     def complete_if_all_posted(self) -> None:
-        """With cond held: publish this generation once every running lane has posted."""
+        """Publish this generation once every running lane has posted (a block's threads
+        run one at a time: no lock)."""
         if self.posted and len(self.posted) >= self.running():
             # Every lane has read the previous generation before posting to this one.
             self.results.pop(self.generation - 1, None)
             self.results[self.generation] = self.posted
             self.posted = {}
             self.generation += 1
-            self.cond.notify_all()
 
 
 _registry_lock = threading.Lock()
@@ -71,20 +69,16 @@ def _meet(mask: int, value: Any) -> dict[int, Any]:
     """Post this lane's value; return every participating lane's value, by lane."""
     thread = threading.current_thread()
     point = _exchange(thread, mask)
-    with point.cond:
-        generation = point.generation
-        point.posted[thread.thread_id % WARP] = value
-        point.complete_if_all_posted()
-        waits = point.generation == generation
-    if waits:  # the lanes not started yet need a pool thread of their own (blocksync)
-        blocksync.hand_over(thread._manager._blocksync)
-    with point.cond:
-        while point.generation == generation:
-            if thread.abort:
-                raise RuntimeError("abort flag set at a warp intrinsic")
-            point.cond.wait(POLL)
-            point.complete_if_all_posted()  # a lane may have returned meanwhile
-        return point.results[generation]
+    generation = point.generation
+    point.posted[thread.thread_id % WARP] = value
+    point.complete_if_all_posted()
+    while point.generation == generation:
+        # The other lanes run meanwhile (blocksync); one that returns from the kernel
+        # leaves the warp, which may complete the exchange (see install()).
+        blocksync.wait_until(thread, lambda: point.generation != generation)
+        if thread.abort:
+            raise RuntimeError("abort flag set at a warp intrinsic")
+    return point.results[generation]
 
 
 def _lane() -> int:
@@ -150,7 +144,10 @@ INTRINSICS = {f.__name__: f for f in (shfl_sync, shfl_up_sync, shfl_down_sync, s
 
 def install() -> bool:
     """Give the simulator's `cuda` module the warp intrinsics (simulator only, after
-    blocksync.install(); False, changing nothing, if the classes are not as expected)."""
+    blocksync.install(); False, changing nothing, without it or if the classes are not as
+    expected)."""
+    if not blocksync.installed():
+        return False
     try:
         from numba.cuda.simulator import kernel, kernelapi
     except ImportError:
@@ -169,8 +166,7 @@ def install() -> bool:
             self._warps_done = True
             block = getattr(self._manager, "_blocksync", None)
             for point in list(getattr(block, "_warps", {}).values()):
-                with point.cond:
-                    point.complete_if_all_posted()
+                point.complete_if_all_posted()
 
     run._warps = True  # type: ignore[attr-defined]
     _originals.append((thread, "run", thread.__dict__.get("run", previous_run)))

@@ -160,17 +160,19 @@ def test_a_kernel_without_barriers_runs_its_threads_in_order_on_one_os_thread():
     assert np.array_equal(to_host(out), np.arange(N, dtype=np.float32))
 
 
-def test_threads_that_wait_at_a_barrier_each_hold_an_os_thread_kept_for_the_next_block():
+def test_threads_that_wait_at_a_barrier_run_on_the_launching_thread_and_start_none():
     import threading
 
     SEEN.clear()
     out = to_device(np.zeros(N, np.float32))
-    note_threads_at_barrier[1, N](out)
-    assert len({os_thread for os_thread, _, _ in SEEN}) == N
     before = threading.active_count()
-    note_threads_at_barrier[3, N](out)  # the pool's threads again, none started
+    note_threads_at_barrier[3, N](out)
+    assert {os_thread for os_thread, _, _ in SEEN} == {threading.get_ident()}
     assert threading.active_count() == before
-    assert sorted(t for _, _, t in SEEN) == sorted(list(range(N)) * 4)
+    assert sorted(t for _, _, t in SEEN) == sorted(list(range(N)) * 3)
+    # after the barrier, the threads go on in the order they reached it
+    assert [t for _, _, t in SEEN[:N]] == list(range(N))
+    assert threading.current_thread() is threading.main_thread()  # given back to the launcher
 
 
 @cuda.jit
@@ -183,16 +185,16 @@ def exits_in_one_thread(out):
 
 # pytest's thread excepthook reports the SystemExit the default one would ignore
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_thread_ending_by_system_exit_stops_neither_the_block_nor_the_pool():
+def test_a_thread_ending_by_system_exit_stops_neither_its_block_nor_the_next():
     out = to_device(np.zeros(N, np.float32))
     exits_in_one_thread[1, N](out)
     got = to_host(out)
     assert got[3] == 0 and np.delete(got, 3).all()
-    block_sum[1, N](to_device(np.ones(N, np.float32)), out)  # the pool still works
+    block_sum[1, N](to_device(np.ones(N, np.float32)), out)  # the next block runs
     assert to_host(out)[0] == N
 
 
-WIDE = 256  # more threads than the earlier tests left in the pool
+WIDE = 1024  # the most threads a block may have
 
 
 @cuda.jit
@@ -202,34 +204,20 @@ def wide_barrier(out):
     out[t] = t
 
 
-def test_a_block_that_cannot_get_its_threads_fails_instead_of_hanging(monkeypatch):
+def test_a_full_block_launched_from_another_thread_runs_there_and_starts_no_thread():
     import threading
 
-    started = []  # pool threads started during the test
-    start = threading.Thread.start
-
-    def limited_start(thread):
-        if thread.name == "blocksync-pool":
-            if len(started) >= 40:  # the job's thread limit, say
-                raise RuntimeError("can't start new thread")
-            started.append(thread)
-        start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", limited_start)
     out = to_device(np.zeros(WIDE, np.float32))
-    raised = []
+    counts = []
 
     def launch():
-        try:
-            wide_barrier[1, WIDE](out)
-        except RuntimeError as err:
-            raised.append(str(err))
+        before = threading.active_count()
+        wide_barrier[1, WIDE](out)
+        counts.append((before, threading.active_count()))
 
     launcher = threading.Thread(target=launch, daemon=True)
-    start(launcher)
+    launcher.start()
     launcher.join(timeout=120)
     assert not launcher.is_alive(), "the block hung"
-    assert raised and "can't start new thread" in raised[0]
-    monkeypatch.undo()
-    wide_barrier[1, WIDE](out)  # with threads to be had, the pool works again
+    assert counts and counts[0][0] == counts[0][1]
     assert np.array_equal(to_host(out), np.arange(WIDE, dtype=np.float32))

@@ -111,3 +111,28 @@ def test_an_error_in_one_lane_ends_the_block():
     x = to_device(np.zeros(32, np.float32))
     with pytest.raises(IndexError):
         lane_fails[1, 32](x)
+
+
+@cuda.jit
+def barrier_against_shuffle(out):
+    t = cuda.threadIdx.x
+    if t == 0:
+        cuda.syncthreads()  # waits for lanes 1-31, which wait at the shuffle for lane 0
+    else:
+        out[t] = cuda.shfl_down_sync(FULL, np.float32(t), 1)
+
+
+def test_a_block_whose_waits_can_never_end_fails_instead_of_hanging():
+    out = to_device(np.zeros(32, np.float32))
+    with pytest.raises(blocksync.Deadlock, match="deadlocked: 1 of its threads wait at "
+                                                 "syncthreads"):
+        barrier_against_shuffle[1, 32](out)
+    warp_sums[1, 32](to_device(np.ones(32, np.float32)), out)  # the next launch works
+    assert to_host(out)[0] == 32
+
+
+def test_warp_intrinsics_need_blocksync():
+    warps.uninstall()
+    blocksync.uninstall()
+    assert not warps.install()  # without blocksync's scheduling there is nothing to wait on
+    assert blocksync.install() and warps.install()
