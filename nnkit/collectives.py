@@ -438,8 +438,10 @@ def root_hands_out(name: str, args: tuple, kwargs: dict, size: int, rank: int) -
     return (object_bytes(first) if pickled else message_bytes(first)) * (size - 1)
 
 
-# Attributes of a communicator that lead to a communicator the proxy does not count.
-_HANDLES = frozenset({"py2f", "handle", "f2py", "fromhandle", "toint", "Detach"})
+# Attributes of a communicator that lead to a communicator the proxy does not count: its
+# handles, and its group (from which MPI.Intracomm.Create_from_group builds a twin).
+_HANDLES = frozenset({"py2f", "handle", "f2py", "fromhandle", "toint", "Detach", "Get_group",
+                      "group"})
 
 
 def counting_proxy(comm: Any, tally: list[int] | None = None,
@@ -448,8 +450,8 @@ def counting_proxy(comm: Any, tally: list[int] | None = None,
     bytes its calls handed to MPI for the other ranks and how many calls could not be
     read). The tally lives in this closure, not on the object the submission gets (the
     policy refuses closures and private attributes in graded code). A communicator a
-    call returns (Dup, Split, Create_group) is counted into the same tally; handles,
-    which rebuild the real communicator, are refused."""
+    call returns (Dup, Split, Create_group, Idup's in a tuple) is counted into the same
+    tally; handles and the group, which rebuild the real communicator, are refused."""
     size, rank = int(comm.Get_size()), int(comm.Get_rank())
     tally = [0, 0] if tally is None else tally
     mpi = _mpi()
@@ -459,8 +461,9 @@ def counting_proxy(comm: Any, tally: list[int] | None = None,
 
         def __getattr__(self, name: str) -> Any:
             if name in _HANDLES:
-                raise AttributeError(f"comm.{name}: a handle of the communicator is not "
-                                     "available in the scatter item")
+                raise AttributeError(f"comm.{name} is not available in the scatter item: it "
+                                     "leads to a communicator whose calls the item cannot "
+                                     "count")
             target = getattr(comm, name)
             if not callable(target):
                 return target
@@ -470,15 +473,23 @@ def counting_proxy(comm: Any, tally: list[int] | None = None,
                     tally[0] += root_hands_out(name, args, kwargs, size, rank)
                 except Exception:  # noqa: BLE001 - the kit's failure, never the call's
                     tally[1] += 1
-                result = target(*args, **kwargs)
-                if mpi is not None and isinstance(result, mpi.Comm) and result != mpi.COMM_NULL:
-                    return counting_proxy(result, tally)[0]
-                return result
+                return counted(target(*args, **kwargs))
 
             return call
 
         def __repr__(self) -> str:
             return f"<communicator of {size} rank(s)>"
+
+    def counted(result: Any) -> Any:
+        """`result`, with every communicator in it counted into the same tally (Idup
+        returns one in a tuple with its request)."""
+        if mpi is None:
+            return result
+        if isinstance(result, mpi.Comm):
+            return counting_proxy(result, tally)[0] if result != mpi.COMM_NULL else result
+        if isinstance(result, tuple | list):
+            return type(result)(counted(x) for x in result)
+        return result
 
     return Counted(), lambda: (tally[0], tally[1])
 

@@ -6,12 +6,16 @@ gemm_2_shared.py and gemm_3_register.py computes every case right. The handout a
 shared-memory version to stage tiles of A and B in shared memory, and the register version
 to have each thread compute several elements of C (16 in the handout's design), so:
 
-- shared: the call loads from shared memory (or asks for dynamic shared memory, whose
-  accesses are not counted), and from global memory at most SHARED_GLOBAL_LOADS_PER_FMA
-  times per multiply-add. A naive kernel loads twice (one element of A and one of B per
-  multiply-add); tiles of T x T load about 2/T, and even staging one operand only loads
-  about once. A token shared array the kernel does not compute from leaves the global
-  loads at two.
+- shared: the call loads from shared memory (static or dynamic) at least
+  MIN_SHARED_LOADS_PER_FMA times per multiply-add, and from global memory at most
+  SHARED_GLOBAL_LOADS_PER_FMA times. A naive kernel loads twice from global memory (one
+  element of A and one of B per multiply-add); tiles of T x T load about 2/T, and even
+  staging one operand only loads about once. A tiled kernel reads its operands from
+  shared memory: twice per multiply-add, or 2/m with m x m micro-tiles kept in registers
+  (1/4 for 8x8). A token shared array the kernel does not compute from leaves the global
+  loads at two, or, where each thread computes a few elements straight from global memory
+  (a micro-tile without tiles: 1.3 global loads per multiply-add for three elements a
+  thread), the shared loads near none.
 - register, hierarchical: some kernel of the call stores C from at most one thread per
   MIN_OUTPUTS_PER_THREAD elements of C and does a product's share of the loads (global
   and shared, at least MIN_LOAD_SHARE of the multiply-adds: a 64x64 tile staged in shared
@@ -38,6 +42,7 @@ from grader.checks import simperf
 from grader.worker import COUNTS_SUFFIX
 
 SHARED_GLOBAL_LOADS_PER_FMA = 1.5
+MIN_SHARED_LOADS_PER_FMA = 1 / 16  # a 32x32 micro-tile reading both operands from shared
 # Elements of C per storing thread, on average: at least 1.5, not 2, since the counted
 # case's 33 rows leave a 2x1 micro-tile's last row of threads one element each (680
 # threads store its 1,320 elements); a naive kernel's threads store one each.
@@ -68,9 +73,14 @@ def rule_problem(kernel: str, counts: dict[str, dict], case: GemmCase) -> str:
 
     if kernel == "shared":
         per_fma = total("global_load_accesses") / fmas
-        if not total("shared_load_accesses") and not total("dynamic_shared_bytes"):
-            return (f"the shared-memory version reads nothing from shared memory ({where}): a "
-                    "kernel without tiles staged in shared memory is not this version")
+        shared_per_fma = total("shared_load_accesses") / fmas
+        if shared_per_fma < MIN_SHARED_LOADS_PER_FMA:
+            read = (f"{shared_per_fma:.3f} values per multiply-add" if shared_per_fma
+                    else "nothing")
+            return (f"the shared-memory version reads {read} from shared memory ({where}; "
+                    f"tiles staged there are read at least {MIN_SHARED_LOADS_PER_FMA:.3f} "
+                    "times per multiply-add): a kernel that does not compute from tiles in "
+                    "shared memory is not this version")
         if per_fma > SHARED_GLOBAL_LOADS_PER_FMA:
             return (f"the shared-memory version loads {per_fma:.2f} values from global memory "
                     f"per multiply-add ({where}; a naive kernel loads 2, tiles staged in shared "

@@ -410,6 +410,31 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
     return value
 
 
+class _DynamicShared(np.ndarray):
+    """Dynamic shared memory as kernels see it (cuda.shared.array(0, dtype), always from
+    the start of the block's buffer): its one-element accesses are counted while a counter
+    watches, as a static shared array's are."""
+
+    _key: Any = None  # the allocation the counts name; None on arrays NumPy derives from it
+
+    def _count(self, idx: Any, write: bool) -> None:
+        counter = _counter
+        if counter is None or self._key is None:
+            return
+        i = idx[0] if type(idx) is tuple and len(idx) == 1 else idx
+        if isinstance(i, _INTS) and 0 <= i:
+            counter.shared_access(self._key, int(i), self.itemsize, write)
+
+    def __getitem__(self, idx: Any) -> Any:
+        value = _getitem(self, idx)
+        self._count(idx, False)
+        return value
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        _setitem(self, idx, value)
+        self._count(idx, True)
+
+
 class _LocalArray(np.ndarray):
     """A local array as kernels see it: only negative indices are checked (it is private
     to its thread, so it cannot race)."""
@@ -437,8 +462,15 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
 
     def shared_array(original):
         def array(self, shape, dtype, alignment=None):
-            if shape == 0:  # dynamic shared memory: not tracked (a view per dtype of one buffer)
-                return original(self, shape, dtype, alignment)
+            if shape == 0:
+                # Dynamic shared memory: a view per dtype of one buffer, not checked for
+                # races; its accesses are counted (the version rule asks for shared loads).
+                view = original(self, shape, dtype, alignment)
+                if not isinstance(view, np.ndarray):
+                    return view
+                view = view.view(_DynamicShared)
+                view._key = self  # the block's shared memory: one allocation for the counts
+                return view
             if alignment is not None:
                 raise RuntimeError("Array alignment is not supported in cudasim")
             if isinstance(dtype, kernelapi.types.Type):

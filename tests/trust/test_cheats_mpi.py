@@ -46,6 +46,7 @@ EXPECTED = {
                               "mpi.averaging": "relative max-norm",
                               "mpi.combined": "rank"},
     "scatter_broadcast": {"mpi.scatter": "not the whole minibatch to every rank"},
+    "scatter_idup": {"mpi.scatter": "not the whole minibatch to every rank"},
     "combined_host_sgd": {"mpi.combined": "launched none of your kernels"},
     "combined_empty_kernel": {"mpi.combined": "not what the kernels the call launched compute"},
     "combined_broadcast": {"mpi.scatter": "expected", "mpi.allreduce": "outside the float32",

@@ -25,6 +25,41 @@ TOKEN = '''
     j, i = cuda.grid(2)'''
 
 
+# A red team's: no shared memory at all. Each thread computes three adjacent elements of
+# a row of C from global memory (1.33 loads per multiply-add, under the 1.5 allowed), and
+# the launch asks for 4 bytes of dynamic shared memory it never touches.
+MICROTILE = '''
+import numpy as np
+
+from nnkit.backend import cuda
+
+
+@cuda.jit
+def gemm_shared_kernel(A, B, C, alpha, beta):
+    jx, i = cuda.grid(2)
+    M, N = C.shape
+    j = jx * 3
+    if i < M and j < N:
+        acc = cuda.local.array(3, np.float32)
+        for c in range(3):
+            acc[c] = 0.0
+        for k in range(A.shape[1]):
+            a = A[i, k]
+            for c in range(3):
+                if j + c < N:
+                    acc[c] += a * B[k, j + c]
+        for c in range(3):
+            if j + c < N:
+                C[i, j + c] = alpha * acc[c] + (beta * C[i, j + c] if beta != 0 else 0.0)
+
+
+def gemm_shared(A, B, C, alpha, beta):
+    M, N = C.shape
+    grid = (((N + 2) // 3 + 31) // 32, (M + 7) // 8)
+    gemm_shared_kernel[grid, (32, 8), 0, 4](A, B, C, np.float32(alpha), np.float32(beta))
+'''
+
+
 def _as(version: str, text: str = NAIVE) -> str:
     return text.replace("gemm_naive", f"gemm_{version}")
 
@@ -35,6 +70,8 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
     token = tmp_path / "token_shared"
     for folder in (naive, token):
         shutil.copytree(KIT_ROOT / "solution", folder)
+    microtile = shutil.copytree(KIT_ROOT / "solution", tmp_path / "shared_microtile")
+    (microtile / "gemm_2_shared.py").write_text(MICROTILE)
     (naive / "gemm_2_shared.py").write_text(_as("shared"))
     (naive / "gemm_3_register.py").write_text(_as("register"))
     tokened = _as("shared").replace("\n    j, i = cuda.grid(2)", TOKEN, 1)
@@ -43,9 +80,9 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
     (token / "gemm_2_shared.py").write_text(tokened)
     solution = shutil.copytree(KIT_ROOT / "solution", tmp_path / "solution")
     out = tmp_path / "out"
-    result = run_kit("grader", str(naive), str(token), str(solution), "--parts", "gemm",
-                     "--kernels", "shared,register", "--jobs", "2", "--seed", "5",
-                     "--out", str(out), env={"NNKIT_DEVICE": "sim"})
+    result = run_kit("grader", str(naive), str(token), str(microtile), str(solution),
+                     "--parts", "gemm", "--kernels", "shared,register", "--jobs", "2",
+                     "--seed", "5", "--out", str(out), env={"NNKIT_DEVICE": "sim"})
     assert result.returncode == 0, result.stderr[-3000:]
 
     def item(name: str, kernel: str) -> dict:
@@ -62,6 +99,8 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
     assert tokened_item["points"] == 0, tokened_item
     assert "values from global memory per multiply-add" in tokened_item["message"]
     assert item("token_shared", "register")["points"] > 0
+    microtile = item("shared_microtile", "shared")
+    assert microtile["points"] == 0 and "reads nothing from shared memory" in microtile["message"]
 
 
 def _counts(**values: int) -> dict[str, dict]:
@@ -73,13 +112,18 @@ def test_the_version_rules_at_their_edges():
     case = GemmCase(64, 64, 16, 1.0, 0.0, seed=1)
     fmas = 64 * 64 * 16
     rule = gemm_structure.rule_problem
-    shared_ok = _counts(global_load_accesses=int(1.5 * fmas), shared_load_accesses=1)
+    least = fmas // 16  # the fewest shared loads of tiles (32x32 micro-tiles)
+    shared_ok = _counts(global_load_accesses=int(1.5 * fmas), shared_load_accesses=least)
     assert rule("shared", shared_ok, case) == ""
-    too_many = _counts(global_load_accesses=int(1.5 * fmas) + 1, shared_load_accesses=1)
-    assert "per multiply-add" in rule("shared", too_many, case)
+    too_many = _counts(global_load_accesses=int(1.5 * fmas) + 1, shared_load_accesses=least)
+    assert "values from global memory per multiply-add" in rule("shared", too_many, case)
     assert "nothing from shared" in rule("shared", _counts(), case)
-    dynamic = _counts(dynamic_shared_bytes=8192)  # its accesses are not counted
-    assert rule("shared", dynamic, case) == ""
+    too_few = _counts(global_load_accesses=fmas, shared_load_accesses=least - 1)
+    assert "0.062 values per multiply-add from shared" in rule("shared", too_few, case)
+    # A red team's: three elements of C a thread straight from global memory (1.33 loads
+    # per multiply-add), and dynamic shared memory asked for and never used.
+    unused = _counts(global_load_accesses=fmas * 4 // 3, dynamic_shared_bytes=4)
+    assert "nothing from shared" in rule("shared", unused, case)
     share = fmas // 64
     assert rule("register", _counts(storing_threads=64 * 64 * 2 // 3, shared_load_accesses=share),
                 case) == ""

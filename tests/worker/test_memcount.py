@@ -163,3 +163,33 @@ def test_only_threads_that_store_are_counted_as_storing():
                to_device(np.zeros((20, 20), np.float32)))
     c = _count(lambda: naive_rows_on_x[(1, 1), (S, S)](A, B, C))["naive_rows_on_x"]
     assert c["threads"] == S * S and c["storing_threads"] == 20 * 20
+
+
+F32 = np.dtype(np.float32)
+
+
+@cuda.jit
+def dynamic_tile_reads(x, out):
+    """The row sums of tile_reads, the tile in dynamic shared memory (padded rows)."""
+    tile = cuda.shared.array(0, F32)  # a dtype, not the class: the bare simulator needs one
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty * (S + 1) + tx] = x[ty, tx]
+    cuda.syncthreads()
+    if ty == 0:
+        acc = np.float32(0.0)
+        for k in range(S):
+            acc += tile[tx * (S + 1) + k]
+        out[tx] = acc
+
+
+def test_dynamic_shared_memory_is_counted_as_shared_memory():
+    """The version rule asks for shared loads: a kernel whose tiles sit in dynamic shared
+    memory shows them (and its bank conflicts) as a static array's do."""
+    x = to_device(np.arange(S * S, dtype=np.float32).reshape(S, S))
+    out = to_device(np.zeros(S, np.float32))
+    nbytes = S * (S + 1) * 4
+    c = _count(lambda: dynamic_tile_reads[1, (S, S), 0, nbytes](x, out))["dynamic_tile_reads"]
+    assert c["shared_store_requests"] == S and c["shared_store_accesses"] == S * S
+    assert c["shared_load_requests"] == S and c["shared_load_accesses"] == S * S
+    assert c["shared_load_conflicts"] == 0  # padded: lane tx's word in bank (tx + k) % 32
+    assert np.allclose(out.copy_to_host(), np.arange(S * S).reshape(S, S).sum(axis=1))
