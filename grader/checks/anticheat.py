@@ -254,17 +254,24 @@ class PolicyVerdict:
 
 
 def policy_verdict(folder: Path, module: str, part: str, mode: str,
-                   notes_only: frozenset[str] = frozenset()) -> PolicyVerdict:
+                   notes_only: frozenset[str] = frozenset(),
+                   note_lines: frozenset[int] | None = None) -> PolicyVerdict:
     """The policy's breaches in `module` of the (private copy of the) submission. mode
     "enforce": cheating rules fail the item, style rules and the rules in `notes_only` are
-    notes; "strict": every breach fails it; "report": none does."""
+    notes; "strict": every breach fails it; "report": none does. With `note_lines`, a rule
+    of `notes_only` is a note only on those lines of `module`.py (elsewhere it fails)."""
     from grader.checks import policy
 
     found = policy.check(folder, module, part)
     if not found:
         return PolicyVerdict("", "", [])
+
+    def noted(v: policy.Violation) -> bool:
+        return v.rule in notes_only and (note_lines is None or (
+            v.file == f"{module}.py" and v.line in note_lines))
+
     failing = [v for v in found if mode == "strict" or (
-        mode == "enforce" and policy.is_cheat(v) and v.rule not in notes_only)]
+        mode == "enforce" and policy.is_cheat(v) and not noted(v))]
     noted = [v for v in found if v not in failing]
     failure = ("the source breaks the rules for graded code: " + policy.summary(failing)
                if failing else "")

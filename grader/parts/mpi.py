@@ -63,6 +63,7 @@ from grader.checks.mpi import (
     rows_shared,
     split_hint,
 )
+from grader.checks.policy.scope import unreached_lines
 from grader.isolation.runner import copy_submission, run_worker
 from grader.parts.common import check_rows, failure_message, fresh_copy, graded_item
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
@@ -81,8 +82,11 @@ from nnkit.mpi_checks import DATA_MODULE, RING_MODULE
 # Rules that are notes, not failures, in the data-parallel module: its functions get the
 # real communicator, uncounted, so another one (a default of MPI.COMM_WORLD, comm.Abort on
 # an error) forges nothing; a collective outside `comm` deadlocks or fails the cases of
-# fewer ranks. The ring's communicator counts bytes: there the rule fails the item.
+# fewer ranks. The exception is scatter_batch, which gets a counting communicator: in its
+# reach (grader/checks/policy/scope.py) the rule fails the scatter item. The ring's
+# communicator counts bytes: there the rule fails the item.
 DATA_NOTES = frozenset({"mpi-comm"})
+SCATTER_FUNCTION = "scatter_batch"
 RANK_BYTES = 16 << 20  # what one rank's result may hold (the largest case: some 1.2 MB)
 RANK_ARRAYS = 32
 
@@ -323,9 +327,14 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
     limit = config.seconds_mpi
     # The source policy (Part 3's rules: the communicator as given, a point-to-point ring,
     # only the allowed imports), read from a copy made before the job runs.
-    rules = anticheat.policy_verdict(fresh_copy(workroot / f"mpi_{kind}_policy", submission),
-                                     RING_MODULE if kind == "ring" else DATA_MODULE, "mpi",
-                                     config.policy, DATA_NOTES if kind != "ring" else frozenset())
+    copy = fresh_copy(workroot / f"mpi_{kind}_policy", submission)
+    # scatter_batch gets a counting communicator, not the real one: another communicator
+    # within its reach fails the scatter item (it would hand out rows uncounted).
+    note_lines = unreached_lines(copy, DATA_MODULE, SCATTER_FUNCTION) if kind == "scatter" \
+        else None
+    rules = anticheat.policy_verdict(copy, RING_MODULE if kind == "ring" else DATA_MODULE,
+                                     "mpi", config.policy,
+                                     DATA_NOTES if kind != "ring" else frozenset(), note_lines)
     run = run_mpi_job(kind, cases, submission, workroot / f"mpi_{kind}", mpi_cases.RANKS,
                       limit, inputs, mpiexec)
     outcomes = []

@@ -47,6 +47,10 @@ EXPECTED = {
                               "mpi.combined": "rank"},
     "scatter_broadcast": {"mpi.scatter": "not the whole minibatch to every rank"},
     "scatter_idup": {"mpi.scatter": "not the whole minibatch to every rank"},
+    # (the world is refused at run time too: the items that scatter on 4 ranks fail)
+    "scatter_world": {"mpi.scatter": "the source breaks the rules.*COMM_WORLD",
+                      "mpi.data_parallel": "COMM_WORLD", "mpi.averaging": "COMM_WORLD",
+                      "mpi.combined": "COMM_WORLD"},
     "combined_host_sgd": {"mpi.combined": "launched none of your kernels"},
     "combined_empty_kernel": {"mpi.combined": "not what the kernels the call launched compute"},
     "combined_broadcast": {"mpi.scatter": "expected", "mpi.allreduce": "outside the float32",

@@ -1,0 +1,79 @@
+"""Which of a module's functions the graded one reaches (grader/checks/policy/scope.py):
+Part 3's scatter item fails another communicator only within scatter_batch's reach."""
+
+from pathlib import Path
+
+from grader.checks.anticheat import policy_verdict
+from grader.checks.policy.scope import unreached_lines
+
+MODULE = '''from mpi4py import MPI
+
+WORLD_SIZE = 4
+
+
+def _world():
+    return MPI.COMM_WORLD
+
+
+alias = _world
+
+
+class Helper:
+    def size(self):
+        return 1
+
+
+def scatter_batch(comm, X, labels, root=0):
+    if comm.Get_size() == WORLD_SIZE:
+        return alias().bcast(X, root=root), labels
+    return X, labels
+
+
+def allreduce_gradients(comm=MPI.COMM_WORLD, grads=(), n_local=0, n_total=1):
+    return list(grads)
+
+
+def averaging(comm):
+    return Helper().size()
+
+
+if __name__ == "__main__":
+    print(MPI.COMM_WORLD.Get_rank())
+'''
+
+
+def _lines_of(text: str, first: str, last: str) -> set[int]:
+    lines = text.splitlines()
+    start = next(n for n, line in enumerate(lines, 1) if line.startswith(first))
+    end = next(n for n, line in enumerate(lines, 1) if n > start and line.startswith(last))
+    return set(range(start, end + 1))
+
+
+def test_reach_follows_names_through_aliases_and_leaves_the_other_functions(tmp_path: Path):
+    (tmp_path / "mpi_1_data_parallel.py").write_text(MODULE)
+    unreached = unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch")
+    # _world is reached through the module-level alias; Helper only from averaging
+    assert not unreached & _lines_of(MODULE, "def _world", "    return MPI")
+    assert _lines_of(MODULE, "class Helper", "        return 1") <= unreached
+    assert _lines_of(MODULE, "def allreduce_gradients", "    return list") <= unreached
+    assert not unreached & _lines_of(MODULE, "def scatter_batch", "    return X, labels")
+
+
+def test_the_scatter_item_fails_a_communicator_in_reach_and_notes_one_elsewhere(tmp_path):
+    (tmp_path / "mpi_1_data_parallel.py").write_text(MODULE)
+    lines = unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch")
+    notes = frozenset({"mpi-comm"})
+    scatter = policy_verdict(tmp_path, "mpi_1_data_parallel", "mpi", "enforce", notes, lines)
+    assert "COMM_WORLD" in scatter.failure and "line 7" in scatter.failure
+    assert "line 25" not in scatter.failure  # allreduce_gradients' default: a note
+    other = policy_verdict(tmp_path, "mpi_1_data_parallel", "mpi", "enforce", notes)
+    assert other.failure == "" and "COMM_WORLD" in other.note
+
+
+def test_nothing_is_let_off_when_the_module_cannot_be_read_or_bound_twice(tmp_path):
+    assert unreached_lines(tmp_path, "missing", "scatter_batch") == frozenset()
+    (tmp_path / "m.py").write_text("def scatter_batch():\n    pass\n\n\ndef scatter_batch():\n"
+                                   "    pass\n\n\ndef other():\n    pass\n")
+    assert unreached_lines(tmp_path, "m", "scatter_batch") == frozenset()
+    (tmp_path / "n.py").write_text("def other(:\n")
+    assert unreached_lines(tmp_path, "n", "scatter_batch") == frozenset()
