@@ -120,7 +120,8 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
           selection: Selection = EVERYTHING) -> list[Task]:
     """The tasks of one submission; with a selection that narrows the run, only those
     deciding its items, each keeping only what the selection shows."""
-    found = every_task(parts, kernels, folder, workroot, config, on_gpu, refs, slots)
+    found = every_task(parts, kernels, folder, workroot, config, on_gpu, refs, slots,
+                       one_mpi_job=selection.item is None)
     if selection == EVERYTHING:
         return found
     if selection.item is not None:
@@ -131,7 +132,9 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
 
 def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Path,
                config: Config, on_gpu: bool, refs: dict,
-               slots: gpus.GpuSlots | None) -> list[Task]:
+               slots: gpus.GpuSlots | None, one_mpi_job: bool = True) -> list[Task]:
+    """Every task of one submission. one_mpi_job: Part 3's items (the combined one apart)
+    in one MPI job (grader/parts/mpi.py grade_items), else a job each."""
     found = []
     if "gemm" in parts and refs["gemm"] and kernels:
         # On a GPU: the correctness tasks first, then one timed task for the kernels
@@ -156,10 +159,15 @@ def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Pat
                           partial(net_part.grade_training, folder, workroot, config, on_gpu,
                                   refs["net"], refs.get("net_speed"))))
     if "mpi" in parts:
-        for item_id, kind in mpi_cases.ITEMS.items():
-            found.append(Task(f"mpi {kind}", [item_id],
-                              partial(mpi_part.grade_item, item_id, folder, workroot, config,
-                                      refs["mpi"])))
+        if one_mpi_job:
+            found.append(Task("mpi items", list(mpi_cases.ITEMS),
+                              partial(mpi_part.grade_items, list(mpi_cases.ITEMS), folder,
+                                      workroot, config, refs["mpi"])))
+        else:
+            for item_id, kind in mpi_cases.ITEMS.items():
+                found.append(Task(f"mpi {kind}", [item_id],
+                                  partial(mpi_part.grade_item, item_id, folder, workroot,
+                                          config, refs["mpi"])))
         if mpi_combined.ITEM in config.items:  # a config of before the item grades without it
             found.append(Task("mpi combined", [mpi_combined.ITEM],
                               partial(mpi_combined_part.grade_combined, folder, workroot,

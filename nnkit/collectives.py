@@ -499,7 +499,7 @@ POINT_TO_POINT_CALLS = frozenset({
     "Get_rank", "Get_size", "Send", "Ssend", "Isend", "Issend", "Rsend", "Irsend", "Recv",
     "Irecv", "Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace", "send",
     "ssend", "isend", "issend", "recv", "irecv", "sendrecv", "Probe", "Iprobe", "probe",
-    "iprobe", "Mprobe", "Improbe", "mprobe", "improbe", "Barrier",
+    "iprobe", "Mprobe", "Improbe", "mprobe", "improbe", "Barrier", "barrier",
 })
 
 
@@ -724,6 +724,9 @@ class PointToPointComm:
 
     def Barrier(self) -> None:
         return _tally().receiving("Barrier").Barrier()
+
+    def barrier(self) -> None:
+        return _tally().receiving("barrier").barrier()
 
     # Probes, matched probes (whose Message is received from, not the communicator) and
     # their lowercase forms: one signature, made by _probe below.

@@ -56,7 +56,7 @@ import numpy as np
 
 from grader.checks.mpi import rows_shared
 from grader.checks.net import AGREEMENT_TOL, relative_norms
-from grader.worker.mpi import NETWORK_CALLS  # the order of the counts' arrays
+from grader.worker.mpi_combined import NETWORK_CALLS  # the order of the counts' arrays
 from nnkit import network
 from nnkit.gemm_reference import gamma
 

@@ -1,8 +1,11 @@
 """Part 3: grading the MPI functions, from what the ranks of an MPI job wrote.
 
-Each item runs as one MPI job (`mpiexec -n 4 python -P -m grader.worker.mpi`), as a
-sandboxed worker of grader/isolation/runner.py under a wall-clock limit. Every rank gets a private
-copy of the submission, a scratch folder and a file of inputs of its own
+The items run in one MPI job (`mpiexec -n 4 python -P -m grader.worker.mpi`, grade_items;
+grader/parts/mpi_job.py runs it), as a sandboxed worker of grader/isolation/runner.py
+under a wall-clock limit, one item after the other. A job that does not complete has
+every item graded again in a job of its own (grade_item, also what a run of one item
+uses), so that a deadlock, an error or a refused call costs its own item only. Every rank
+gets a private copy of the submission, a scratch folder and a file of inputs of its own
 (grader/cases/mpi.py builds them from the run's secret); grader/worker/mpi.py says how a
 rank is confined. A job that outlives its limit (typically a deadlock: every rank waiting
 for a message no rank sends) is killed with all its processes; the item fails with the
@@ -43,18 +46,14 @@ smallest normal float32 for results that underflow):
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from grader import safe_io
 from grader.cases import mpi as mpi_cases
 from grader.checks import anticheat, refusals
-from grader.checks.gemm import error_text
 from grader.checks.mpi import (
     check_allreduce,
     check_params,
@@ -64,19 +63,13 @@ from grader.checks.mpi import (
     split_hint,
 )
 from grader.checks.policy.scope import unreached_lines
-from grader.isolation.runner import copy_submission, run_worker
 from grader.parts.common import check_rows, failure_message, fresh_copy, graded_item
+from grader.parts.mpi_job import MpiRun, rank_results, run_mpi_job
 from grader.results import NOT_GRADED, CaseOutcome, ItemResult
 from grader.safe_io import collapse_repeats
 from grader.scoring import Config
-from grader.worker.jobs import MpiJob
 from nnkit import network
-from nnkit.collectives import (
-    MPICH_YIELD,
-    find_mpiexec,
-    mpiexec_command,
-    rank_environment,
-)
+from nnkit.collectives import find_mpiexec
 from nnkit.mpi_checks import DATA_MODULE, RING_MODULE
 
 # Rules that are notes, not failures, in the data-parallel module: its functions get the
@@ -84,139 +77,12 @@ from nnkit.mpi_checks import DATA_MODULE, RING_MODULE
 # an error) forges nothing; a collective outside `comm` deadlocks or fails the cases of
 # fewer ranks. The exception is scatter_batch, which gets a counting communicator: in its
 # reach (grader/checks/policy/scope.py) the rule fails the scatter item. The ring's
-# communicator counts bytes: there the rule fails the item.
+# communicator counts bytes: there another communicator or a collective fails the item,
+# within ring_allreduce's reach; elsewhere in the ring's module (a demo main() that only
+# the unchecked `if __name__ == "__main__":` block calls) they are notes.
 DATA_NOTES = frozenset({"mpi-comm"})
-SCATTER_FUNCTION = "scatter_batch"
-RANK_BYTES = 16 << 20  # what one rank's result may hold (the largest case: some 1.2 MB)
-RANK_ARRAYS = 32
-
-# --------------------------------------------------------------------------------------
-# Running an MPI job
-
-
-@dataclass
-class MpiRun:
-    outdir: Path
-    returncode: int | None
-    timed_out: bool
-    output_tail: str
-    seconds: float
-    ranks: int
-
-    def started(self, n: int) -> bool:
-        return (self.outdir / f"case-{n}.started").exists()
-
-    def unfinished(self) -> list[int]:
-        """Ranks that wrote no completion marker."""
-        return [r for r in range(self.ranks) if not (self.outdir / f"rank-{r}.done").exists()]
-
-    def complete(self) -> bool:
-        """Exited 0, in time, every rank's marker there: the only job whose results count."""
-        return self.returncode == 0 and not self.timed_out and not self.unfinished()
-
-    def _last_line(self) -> str:
-        """The job's last words: MPI's own abort message, when it stopped the job inside a
-        call; else Hydra's banner about a rank that died, when there is one ('BAD
-        TERMINATION ...; RANK 1 PID 7 ...; KILLED BY SIGNAL: 9 (Killed)'); else the last
-        line of output."""
-        lines = [line.strip() for line in self.output_tail.strip().splitlines() if line.strip()]
-        # MPICH's words ("Abort(...): Fatal error in internal_Scatterv: ...", "Assertion
-        # failed in file ..."): they name the call, where Hydra's banner only says a rank died.
-        # Not "application called MPI_Abort": the worker's own abort after a rank raised
-        # (its error is in the rank's file), which says nothing of MPI's calls.
-        aborted = [line for line in lines if (line.startswith(("Abort(", "Assertion failed"))
-                                              or "Fatal error in" in line)
-                   and "application called MPI_Abort" not in line]
-        if aborted:
-            return (f"{aborted[0][:300]} (MPI stopped the job inside one of its calls: check "
-                    "that each buffer's dtype matches the MPI type given with it, and that "
-                    "every rank makes every collective call, even with no rows)")
-        noise = ("CLEANING UP", "IGNORE THE BELOW", "FAQ page")
-        banner = [line.strip("= ").strip() for line in lines
-                  if line.startswith("=") and line.strip("= ")
-                  and not any(n in line for n in noise)]
-        if banner:
-            return "; ".join(banner[-3:])[:300]
-        lines = [line for line in lines if "FAQ page" not in line]
-        return lines[-1][:300] if lines else "no output"
-
-    def missing(self, n: int, limit: float) -> str:
-        """Why case n left no result, in words for the feedback."""
-        later = self.started(n + 1)
-        if self.timed_out and self.started(n) and not later:
-            return (f"the job was stopped at the {limit:g} s time limit while running this "
-                    "case: the ranks were still waiting, most likely a deadlock (a rank "
-                    "waits for a message no rank sends, or every rank sends first with a "
-                    "blocking Send, which MPI completes only while it can buffer the "
-                    "message)")
-        if self.timed_out:
-            return f"not run: the job was stopped at the {limit:g} s time limit earlier"
-        if self.returncode not in (0, None):
-            return (f"no result: the MPI job ended with status {self.returncode} "
-                    f"(a rank failed or exited): {self._last_line()}")
-        if self.unfinished():
-            return "no result: the job stopped early (the submission ended a process)"
-        return "no result written"
-
-    def incomplete(self, limit: float) -> str:
-        """Why the job's results are not trusted, in words ('' for a complete job)."""
-        if self.complete():
-            return ""
-        if self.timed_out:
-            return f"the job was stopped at the {limit:g} s time limit"
-        said = []
-        for r in range(self.ranks):
-            err = self.outdir / f"rank-{r}.err"
-            if err.exists():
-                said.append(f"rank {r}: {safe_io.read_text(err, 600)}")
-        if said:
-            return "; ".join(said)
-        if self.returncode != 0:
-            return (f"the MPI job ended with status {self.returncode} (a rank failed, "
-                    f"exited or was killed): {self._last_line()}")
-        ranks = ", ".join(map(str, self.unfinished()))
-        return (f"rank(s) {ranks} never finished (a process of the job exited early or "
-                "was ended)")
-
-
-def mpi_env() -> dict[str, str]:
-    """What the ranks get on top of the sandbox's clean environment: one BLAS thread per
-    rank, and waiting ranks that yield their core (4 ranks share the grading machine's
-    cores with other jobs)."""
-    env = rank_environment(polite=True)
-    keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", *MPICH_YIELD)
-    return {k: env[k] for k in keys}
-
-
-def run_mpi_job(kind: str, cases: list[dict], submission: Path, workdir: Path, ranks: int,
-                timeout: float, inputs: list[dict[str, np.ndarray]],
-                mpiexec: str | None = None, on_gpu: bool = False) -> MpiRun:
-    """Run grader.worker.mpi on `cases` with `ranks` processes, as a sandboxed worker
-    (grader/isolation/runner.py): mpiexec goes before the interpreter, so that mpiexec, Hydra's
-    proxy and every rank are confined, limited and killed as one job (Hydra puts each
-    rank in a session of its own: a process group alone would not reach them).
-
-    workdir/rank-R/ holds what rank R alone is given: a copy of the submission, a scratch
-    folder and `inputs.npz` (inputs[R]), which the rank removes once read. on_gpu: the
-    ranks may use the GPU this thread holds (the combined item's network); the other
-    items' ranks run on CPUs."""
-    workdir = Path(workdir)
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    for r in range(ranks):
-        home = workdir / f"rank-{r}"
-        copy_submission(submission, home / "submission")  # links copied as links
-        (home / "tmp").mkdir()
-        np.savez(home / "inputs.npz", **(inputs[r] if r < len(inputs) else {}))
-    job = MpiJob(kind=kind, cases=cases, ranks_dir=str(workdir.resolve()),
-                 submission=str((workdir / "rank-0" / "submission").resolve()))
-    run = run_worker(job, workdir, timeout, on_gpu=on_gpu,
-                     launcher=mpiexec_command(ranks, mpiexec), module="grader.worker.mpi",
-                     extra_env=mpi_env())
-    return MpiRun(run.outdir, run.returncode, run.timed_out, run.output_tail, run.seconds,
-                  ranks)
-
-
+RING_NOTES = frozenset({"mpi-comm", "mpi-collective"})
+SCATTER_FUNCTION, RING_FUNCTION = "scatter_batch", "ring_allreduce"
 # --------------------------------------------------------------------------------------
 # The oracle, computed once per grading run
 
@@ -267,26 +133,6 @@ def reference_for(secret: int, ref: Reference | None) -> Reference:
 # Verdicts
 
 
-def _rank_results(run: MpiRun, n: int, ranks: int,
-                  limit: float) -> tuple[list[dict[str, np.ndarray]] | None, str | None]:
-    """Every rank's arrays for case n, or None and why not."""
-    for r in range(ranks):
-        err = run.outdir / f"case-{n}-rank-{r}.err"
-        if os.path.lexists(err):
-            return None, f"rank {r} raised {error_text(err)}"
-    results = []
-    for r in range(ranks):
-        path = run.outdir / f"case-{n}-rank-{r}.npz"
-        if not os.path.lexists(path):
-            return None, f"rank {r}: {run.missing(n, limit)}"
-        try:
-            results.append(safe_io.load_npz(path, max_bytes=RANK_BYTES,
-                                            max_members=RANK_ARRAYS))
-        except (OSError, ValueError) as err:
-            return None, f"rank {r}: unreadable result ({safe_io.clean_text(err, 300)})"
-    return results, None
-
-
 def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
              inputs: list[dict[str, np.ndarray]], ref: Reference) -> tuple[bool, str]:
     if kind == "scatter":
@@ -310,37 +156,91 @@ def _verdict(kind: str, n: int, case: dict, got: list[dict[str, np.ndarray]],
     return ok, message if ok else message + split_hint(counts, batches)
 
 
-def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
-               ref: Reference | None) -> list[ItemResult]:
-    """One Part 3 item: its MPI job, then a verdict per case from the ranks' files."""
-    title, points = config.title(item_id), config.points(item_id)
+@dataclass
+class Prepared:
+    """One item ready to run: what its job is given, and the source policy's verdict."""
+
+    item_id: str
+    kind: str  # grader/cases/mpi.py's ITEMS: the worker's run function
+    cases: list[dict]
+    inputs: list[dict[str, np.ndarray]]  # per rank
+    rules: anticheat.PolicyVerdict
+
+
+def _prepare(item_id: str, submission: Path, workroot: Path, config: Config) -> Prepared:
     kind = mpi_cases.ITEMS[item_id]
-    mpiexec = config.mpiexec or find_mpiexec()
-    if mpiexec is None:
-        return [ItemResult(item_id, title, points, None, NOT_GRADED,
-                           "not graded: no mpiexec on this machine (pip install mpich, or "
-                           "load the site's MPI)")]
-    if kind in ("train", "average"):
-        ref = reference_for(config.secret, ref)
     cases = mpi_cases.cases(kind)
     inputs = mpi_cases.rank_inputs(kind, cases, config.secret)
-    limit = config.seconds_mpi
     # The source policy (Part 3's rules: the communicator as given, a point-to-point ring,
     # only the allowed imports), read from a copy made before the job runs.
     copy = fresh_copy(workroot / f"mpi_{kind}_policy", submission)
-    # scatter_batch gets a counting communicator, not the real one: another communicator
-    # within its reach fails the scatter item (it would hand out rows uncounted).
-    note_lines = unreached_lines(copy, DATA_MODULE, SCATTER_FUNCTION) if kind == "scatter" \
-        else None
-    rules = anticheat.policy_verdict(copy, RING_MODULE if kind == "ring" else DATA_MODULE,
-                                     "mpi", config.policy,
-                                     DATA_NOTES if kind != "ring" else frozenset(), note_lines)
-    run = run_mpi_job(kind, cases, submission, workroot / f"mpi_{kind}", mpi_cases.RANKS,
-                      limit, inputs, mpiexec)
+    # The counting communicators: another communicator (or in the ring, a collective)
+    # within the graded function's reach fails its item; elsewhere it is a note.
+    module, notes, note_lines = DATA_MODULE, DATA_NOTES, None
+    if kind == "scatter":
+        note_lines = unreached_lines(copy, DATA_MODULE, SCATTER_FUNCTION)
+    elif kind == "ring":
+        module, notes = RING_MODULE, RING_NOTES
+        note_lines = unreached_lines(copy, RING_MODULE, RING_FUNCTION)
+    rules = anticheat.policy_verdict(copy, module, "mpi", config.policy, notes, note_lines)
+    return Prepared(item_id, kind, cases, inputs, rules)
+
+
+def _not_graded(item_id: str, config: Config) -> list[ItemResult]:
+    return [ItemResult(item_id, config.title(item_id), config.points(item_id), None,
+                       NOT_GRADED, "not graded: no mpiexec on this machine (pip install "
+                       "mpich, or load the site's MPI)")]
+
+
+def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
+               ref: Reference | None) -> list[ItemResult]:
+    """One Part 3 item: its MPI job, then a verdict per case from the ranks' files."""
+    mpiexec = config.mpiexec or find_mpiexec()
+    if mpiexec is None:
+        return _not_graded(item_id, config)
+    item = _prepare(item_id, submission, workroot, config)
+    if item.kind in ("train", "average"):
+        ref = reference_for(config.secret, ref)
+    run = run_mpi_job(item.kind, item.cases, submission, workroot / f"mpi_{item.kind}",
+                      mpi_cases.RANKS, config.seconds_mpi, item.inputs, mpiexec)
+    return _judge(item, run, config, ref)
+
+
+def grade_items(item_ids: list[str], submission: Path, workroot: Path, config: Config,
+                ref: Reference | None) -> list[ItemResult]:
+    """Several Part 3 items in one MPI job (one start of MPI and of four interpreters
+    instead of one per item), each judged from its own folder as grade_item judges it.
+    Only a job that completed counts: exit status 0, every rank's markers, no stop by the
+    audit hook. Otherwise every item is graded again in a job of its own, so that what one
+    item did (a deadlock, an error, a refused call) is told and costs that item alone."""
+    mpiexec = config.mpiexec or find_mpiexec()
+    if mpiexec is None:
+        return [r for i in item_ids for r in _not_graded(i, config)]
+    items = [_prepare(i, submission, workroot, config) for i in item_ids]
+    if any(item.kind in ("train", "average") for item in items):
+        ref = reference_for(config.secret, ref)
+    inputs = [{f"{item.kind}/{key}": value for item in items
+               for key, value in item.inputs[r].items()} for r in range(mpi_cases.RANKS)]
+    # A third of one item's limit: a job that runs over it only costs the time, as every
+    # item is then graded again under its own limit (the solution's five take 1-3 s).
+    run = run_mpi_job("items", [], submission, workroot / "mpi_items", mpi_cases.RANKS,
+                      config.seconds_mpi / 3, inputs, mpiexec,
+                      items=[{"kind": item.kind, "cases": item.cases} for item in items])
+    if not run.complete() or refusals.stop_message(run.outdir) or any(
+            not run.item(item.kind).complete() for item in items):
+        return [r for i in item_ids for r in grade_item(i, submission, workroot, config, ref)]
+    return [r for item in items for r in _judge(item, run.item(item.kind), config, ref)]
+
+
+def _judge(item: Prepared, run: MpiRun, config: Config,
+           ref: Reference | None) -> list[ItemResult]:
+    """The item's verdict from what its job's ranks wrote."""
+    kind, cases, inputs, rules = item.kind, item.cases, item.inputs, item.rules
+    limit = config.seconds_mpi
     outcomes = []
     for n, case in enumerate(cases):
         name = mpi_cases.label(kind, case)
-        got, problem = _rank_results(run, n, case["ranks"], limit)
+        got, problem = rank_results(run, n, case["ranks"], limit)
         if problem:
             outcomes.append(CaseOutcome(name, False, problem))
             continue
@@ -371,5 +271,5 @@ def grade_item(item_id: str, submission: Path, workroot: Path, config: Config,
         message = problem = rules.failure + (f"; {message}" if failures or stopped else "")
     elif rules.note:
         message += "; " + rules.note
-    return [graded_item(item_id, config, outcomes, message, problem,
+    return [graded_item(item.item_id, config, outcomes, message, problem,
                         checks=check_rows(outcomes), figures=figures)]

@@ -1,7 +1,7 @@
 """The combined item (mpi.combined): the submission's Part 2 network trained under its
 Part 3 functions on two ranks, as the assignment's program runs.
 
-One MPI job of two ranks (grader/parts/mpi.py's run_mpi_job: the same sandbox, per-rank
+One MPI job of two ranks (grader/parts/mpi_job.py's run_mpi_job: the same sandbox, per-rank
 inputs, counting communicator, audit hook and completion markers as Part 3's other items),
 on the GPU this grading thread holds, or in the simulator in a reduced configuration
 (grader/cases/mpi_combined.py). Its two cases train the submission's network alone and on
@@ -33,7 +33,8 @@ from grader.checks.mpi_combined import (
     unreplayed_calls,
 )
 from grader.parts.common import all_or_nothing, fresh_copy
-from grader.parts.mpi import DATA_NOTES, _rank_results, run_mpi_job
+from grader.parts.mpi import DATA_NOTES
+from grader.parts.mpi_job import rank_results, run_mpi_job
 from grader.results import NOT_GRADED, ItemResult
 from grader.scoring import Config
 from nnkit import network
@@ -109,7 +110,7 @@ def grade_combined(submission: Path, workroot: Path, config: Config,
     tolerance = split_tolerance(cases.steps(job_plan), fan_in)
     results, checks = [], []
     for n, case in enumerate(job_cases):
-        got, problem = _rank_results(run, n, case["ranks"], seconds)
+        got, problem = rank_results(run, n, case["ranks"], seconds)
         if problem:
             checks.append({"case": cases.label(case), "passed": False, "message": problem})
             break

@@ -156,9 +156,13 @@ FRAMES_INNOCENT = ("nnkit.collectives",)
 ID_INNOCENT = ("inspect", "json.encoder", "numpy._core.arrayprint", "numpy.core.arrayprint",
                "reprlib", "dataclasses")
 # What the import system itself does to load a module a submission imports for the first
-# time (reading its cached bytecode, compiling and running its file); the import itself
-# is judged by the "import" event, and what the module does by the frames it runs in.
-IMPORT_SYSTEM_EVENTS = frozenset({"marshal.loads", "marshal.load", "exec", "compile"})
+# time (listing the folders of sys.path and of a package to find it, reading its cached
+# bytecode, compiling and running its file); the import itself is judged by the "import"
+# event, the files it opens by "open", and what the module does by the frames it runs in.
+# (The listings stay in the import system's cache: `import unittest` or
+# `from mpi4py.util import dtlib` stopped whole jobs as "listed a folder outside its own".)
+IMPORT_SYSTEM_EVENTS = frozenset({"marshal.loads", "marshal.load", "exec", "compile",
+                                  "os.listdir", "os.scandir"})
 # What unpickling may look up when a submission receives NumPy data through mpi4py's
 # lowercase (pickled) calls, which the handout offers (comm.bcast, comm.scatter, ...): the
 # functions NumPy's own pickles name to rebuild an array, a scalar or a dtype from bytes.

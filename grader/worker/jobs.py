@@ -100,11 +100,13 @@ class NetJob(Job):
 
 @dataclass(frozen=True, kw_only=True)
 class MpiJob(Job):
-    """The cases of one Part 3 item, run by every rank (grader/worker/mpi.py)."""
+    """The cases of one Part 3 item, run by every rank (grader/worker/mpi.py); or, as kind
+    "items", several items' cases one item after the other in one job."""
 
     KINDS: ClassVar[tuple[str, ...]] = ("scatter", "allreduce", "train", "ring", "average",
-                                        "combined")
+                                        "combined", "items")
     cases: list[dict] = field(default_factory=list)  # grader/cases/mpi.py's, in order
+    items: list[dict] = field(default_factory=list)  # kind "items": {"kind", "cases"} each
     ranks_dir: str = ""  # holds rank-R/: each rank's submission copy, scratch and inputs
 
 

@@ -20,13 +20,19 @@ blocked job would only end at the time limit. After the last case every rank wri
 `rank-R.done`. The grader trusts the results of a job only when it exited with status 0
 and every rank's marker is there. Nothing here judges a result: grader/parts/mpi.py does.
 
+A job of kind "items" runs several items, one after the other, each into files of its
+own (`<kind>-case-N-rank-R.npz`, `<kind>-rank-R.done` after its last case), from the
+inputs under `<kind>/` in the rank's file: one start of MPI and of every rank's Python for
+Part 3's five items instead of five (grader/parts/mpi.py grades them again one job each
+when such a job does not complete).
+
 The ring item gets a communicator that offers point-to-point calls only and counts the
 bytes each rank sends to each other rank (nnkit.collectives.call_point_to_point).
 
 The combined item (kind "combined") trains the submission's Part 2 network, alone and on
 two ranks under its Part 3 functions: for it, set-up also loads the backend (numba, and
 CuPy on a GPU) and, in the simulator, restricts kernels as grader/worker/__main__.py does
-for Part 2, before the submission is imported.
+for Part 2, before the submission is imported (grader/worker/mpi_combined.py).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -53,6 +60,7 @@ from grader.worker.common import (
     write_phases,
 )
 from grader.worker.jobs import Job, MpiJob
+from grader.worker.mpi_combined import device_set_up, run_combined
 
 _STARTED = time.time(), time.process_time()  # for phases.json (GRADER_PROFILE)
 
@@ -176,106 +184,8 @@ def run_average(n: int, case: dict, comm: Any, submission: Path,
     return _training(n, case, comm, submission, inputs, case["every"])
 
 
-def _train_alone(engine: Any, data: Any, config: Any) -> None:
-    """One process, no Part 3 code: the batches of train_mpi in its order, each step with
-    the gradient of the whole batch (what train_mpi does with a perfect all-reduce)."""
-    from nnkit.dataset import batch_slices, epoch_order
-
-    n = len(data)
-    for epoch in range(config.epochs):
-        order = epoch_order(n, config.seed, epoch)
-        X, labels = data.images[order].astype(np.float32), data.labels[order].astype(np.int64)
-        for s in batch_slices(n, config.batch):
-            grads, _ = engine.gradients(X[s], labels[s])
-            engine.step(grads, config.lr)
-
-
-# The network functions audited per call (the order of the `calls` and `silent` arrays).
-NETWORK_CALLS = ("forward", "backward", "sgd_step")
-
-
-def run_combined(n: int, case: dict, comm: Any, submission: Path,
-                 inputs: dict[str, np.ndarray], recorder: Any = None) -> dict[str, np.ndarray]:
-    """The submission's Part 2 network (its kernels, forward, backward and sgd_step, on
-    the trusted GEMM) trained alone (a case of one rank) or under its Part 3 functions.
-
-    Its calls are audited as Part 2's training job audits them (grader/worker/net.py's
-    Audited): every call's launches of the submission's own kernels are counted, and the
-    calls numbered in the case's `audit_calls` (drawn from the run's secret) are recorded
-    in full and replayed. Besides the parameters: `calls` and `silent`, per function of
-    NETWORK_CALLS, how many calls this rank made and how many launched none of the
-    submission's kernels; `rows`, the rows of the labels backward was given; and per
-    call recorded in full, `audit_missing` (outputs the replay did not reproduce at all)
-    and `audit_worst` (the largest relative difference of the others)."""
-    from grader.worker.net import audited_functions
-    from nnkit import network
-    from nnkit.backend import select
-    from nnkit.mnist import Split
-    from nnkit.mpi_train import DeviceEngine, folder_functions, train_mpi
-    from nnkit.training import TrainConfig, make_gemm
-
-    rank = comm.Get_rank()
-    data = Split(inputs["train/images"], inputs["train/labels"]) if rank == 0 else None
-    features = comm.bcast(data.images.shape[1] if rank == 0 else None, root=0)
-    config = TrainConfig(**{**case["mode"], "hidden": tuple(case["mode"]["hidden"])})
-    # Observed, so that the products of a call recorded in full are replayed too.
-    gemm = recorder.gemm_observer(make_gemm("cublas" if select().on_gpu else "host",
-                                            submission))
-    engine = DeviceEngine(submission, network.glorot_uniform(config.sizes(features),
-                                                             config.seed), config, gemm)
-    audits: list[dict] = []
-    full = {int(x) for x in case.get("audit_calls", [])}
-    counted = audited_functions(engine, recorder, full, audits, labels_arg=3)
-    mark(f"case-{n}-engine")
-    if case["ranks"] == 1:
-        _train_alone(engine, data, config)
-    else:
-        train_mpi(comm, engine, data, config, folder_functions(submission))
-    mark(f"case-{n}-training")
-    return {**engine.host_params().named(),
-            "calls": np.array([counted[k].calls for k in NETWORK_CALLS], np.int64),
-            "silent": np.array([counted[k].silent for k in NETWORK_CALLS], np.int64),
-            "rows": np.array([counted["backward"].rows], np.int64),
-            "audit_missing": np.array([a["missing"] for a in audits], np.int64),
-            "audit_worst": np.array([a["worst_relative_difference"] for a in audits],
-                                    np.float64)}
-
-
 RUN = {"scatter": run_scatter, "allreduce": run_allreduce, "ring": run_ring,
        "train": run_train, "average": run_average, "combined": run_combined}
-
-
-def _device_set_up(job: MpiJob, submission: Path) -> Any:
-    """The combined item runs the submission's kernels: the backend chosen, numba (and
-    CuPy on a GPU) loaded, the launch recorder installed and, in the simulator, kernels
-    restricted as compiled ones are (grader/worker/__main__.py does the same for Part 2),
-    all before anything submitted is imported. Returns the recorder (None for the other
-    kinds, which run no kernel and skip this)."""
-    if job.kind != "combined":
-        return None
-    import threading
-
-    from grader.worker import blocksync, kernelsim, launches, warps
-    from nnkit.backend import cuda, preload_numba_math, select
-
-    del cuda  # imported for its side effect: numba loads before the submission can
-    if select().on_gpu:
-        import cupy  # noqa: F401 - loaded now: the submission cannot stand in for it
-
-        preload_numba_math()
-    else:
-        if job.thread_stack_kb:  # a Python thread per simulated CUDA thread
-            threading.stack_size(job.thread_stack_kb * 1024)
-        kernelsim.install()
-        blocksync.install()
-        warps.install()
-    import grader.worker.net  # noqa: F401 - its Audited wrapper, loaded before the submission
-    import nnkit.dataset
-    import nnkit.gemm  # noqa: F401
-
-    recorder = launches.Recorder(submission, select().on_gpu)
-    recorder.install()
-    return recorder
 
 
 def _wait_for_all(comm: Any) -> None:
@@ -306,7 +216,7 @@ def set_up(job: MpiJob, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray
     import nnkit.network
     import nnkit.submission
     import nnkit.training  # noqa: F401
-    recorder = _device_set_up(job, submission)
+    recorder = device_set_up(job, submission)
     # Last on the path (the worker runs with -P): the submission's modules can import
     # one another, and cannot stand in for an installed module.
     sys.path.append(str(submission))
@@ -314,18 +224,37 @@ def set_up(job: MpiJob, MPI: Any, rank: int) -> tuple[Path, dict[str, np.ndarray
     return submission, inputs, confine(submission, Path(job.outdir), [scratch]), recorder
 
 
-def _run_cases(job: MpiJob, world: Any, MPI: Any, out: Path, run: Any, submission: Path,
-               inputs: dict[str, np.ndarray], snapshot: Any) -> None:
-    """Every case of the job in order, on communicators of its first ranks (the module's
-    text); a rank that fails writes its error and stops the whole job."""
+def _afresh(submission: Path, scratch: Path) -> None:
+    """Before the next item of a job of kind "items": the submission's modules imported
+    again at their first use, and its scratch folder empty, as in a job of its own (a
+    module's counter or cache, a file left in the scratch folder, carry nothing from one
+    item to the next)."""
+    from nnkit.submission import package_name
+
+    prefix = package_name(submission) + "."
+    for name in [n for n in sys.modules if n.startswith(prefix)]:
+        del sys.modules[name]
+    for entry in scratch.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _run_cases(cases: list[dict], world: Any, MPI: Any, out: Path, run: Any,
+               submission: Path, inputs: dict[str, np.ndarray], snapshot: Any,
+               prefix: str = "") -> None:
+    """Every case in order, on communicators of the job's first ranks (the module's
+    text), each file's name after `prefix`; a rank that fails writes its error and stops
+    the whole job."""
     rank = world.Get_rank()
-    for n, case in enumerate(job.cases):
+    for n, case in enumerate(cases):
         if rank == 0:
-            (out / f"case-{n}.started").write_text("")
+            (out / f"{prefix}case-{n}.started").write_text("")
         inside = rank < case["ranks"]
         comm = world.Split(0 if inside else MPI.UNDEFINED, rank)
         if inside:
-            name = out / f"case-{n}-rank-{rank}"  # comm's rank: the job's, as key = rank
+            name = out / f"{prefix}case-{n}-rank-{rank}"  # comm's rank: the job's (key = rank)
             try:
                 arrays = run(n, case, comm, submission, inputs)
                 snapshot.check()
@@ -353,18 +282,31 @@ def main(argv: list[str]) -> int:
     if not isinstance(job, MpiJob):
         raise ValueError(f"not an MPI job: {job.kind}")
     LIMITS.update(job.limits)
-    out, run = Path(job.outdir), RUN[job.kind]  # taken before the submission runs
+    # The run functions, taken before the submission runs.
+    out = Path(job.outdir)
+    items = [(item["kind"], RUN[item["kind"]], item["cases"]) for item in job.items] \
+        if job.kind == "items" else [(None, RUN[job.kind], job.cases)]
     PHASES.append(("start", *_STARTED))
     mark("mpi")
     submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
     mark("set-up")
-    if recorder is not None:
-        run = functools.partial(run, recorder=recorder)
     _wait_for_all(world)  # every rank has read the job and its inputs
     if rank == 0:
         job_file.unlink(missing_ok=True)
     with Profiled(job.cprofile and rank == 0, out):
-        _run_cases(job, world, MPI, out, run, submission, inputs, snapshot)
+        for number, (kind, run, cases) in enumerate(items):
+            if recorder is not None:
+                run = functools.partial(run, recorder=recorder)
+            if kind is None:
+                _run_cases(cases, world, MPI, out, run, submission, inputs, snapshot)
+                continue
+            if number:
+                _afresh(submission, Path(job.ranks_dir) / f"rank-{rank}" / "tmp")
+            key = f"{kind}/"
+            mine = {k[len(key):]: v for k, v in inputs.items() if k.startswith(key)}
+            _run_cases(cases, world, MPI, out, run, submission, mine, snapshot, f"{kind}-")
+            snapshot.check()
+            (out / f"{kind}-rank-{rank}.done").write_text("")
     try:
         snapshot.check()
     except BaseException as err:  # noqa: BLE001 - tampering after the last result

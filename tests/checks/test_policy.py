@@ -89,15 +89,25 @@ def test_example_bugs_pass(spec_path, tmp_path):
 
 
 # Alternatives that keep every point with a style note: (rule, text) of each.
-NOTED = {"alt_gemm_helper_module": {("import", "import logging")}}
+# What the policy notes in an alternative; the MPI rules only where the grader lets them
+# off, outside the graded function's reach (grader/parts/mpi.py, policy/scope.py: here a
+# demo main() that only the main guard calls).
+NOTED = {"alt_gemm_helper_module": {("import", "import logging")},
+         "alt_gemm_selftest": {("import", "import unittest"), ("import", "np.random"),
+                               ("host-copy", "dC.copy_to_host")},
+         "alt_mpi_typedict": {("import", "from mpi4py.util.dtlib import from_numpy_dtype")},
+         "alt_mpi_ring_demo": {("mpi-comm", "MPI.COMM_WORLD")}}
+SCOPED = {"mpi-comm", "mpi-collective"}
 
 
 @pytest.mark.parametrize("folder", ALTERNATIVES, ids=lambda p: p.name)
 def test_alternative_submissions_pass(folder):
     assert _graded(folder), "an alternative without graded modules"
     found = _violations(folder)
-    assert [v for v in found if policy.is_cheat(v)] == []
-    assert {(v.rule, v.text) for v in found} == NOTED.get(folder.name, set())
+    noted = NOTED.get(folder.name, set())
+    assert [v for v in found if policy.is_cheat(v)
+            and not (v.rule in SCOPED and (v.rule, v.text) in noted)] == []
+    assert {(v.rule, v.text) for v in found} == noted
 
 
 def test_there_are_enough_alternatives_and_bugs():

@@ -77,3 +77,42 @@ def test_nothing_is_let_off_when_the_module_cannot_be_read_or_bound_twice(tmp_pa
     assert unreached_lines(tmp_path, "m", "scatter_batch") == frozenset()
     (tmp_path / "n.py").write_text("def other(:\n")
     assert unreached_lines(tmp_path, "n", "scatter_batch") == frozenset()
+
+
+RING = '''import numpy as np
+from mpi4py import MPI
+
+
+def _send_left(comm, x):
+    comm.Send(x, dest=(comm.Get_rank() - 1) % comm.Get_size())
+
+
+def ring_allreduce(comm, buffer):
+    _send_left(comm, buffer)
+
+
+def main():
+    world = MPI.COMM_WORLD
+    x = np.ones(4, np.float32)
+    ring_allreduce(world, x)
+    world.Allreduce(MPI.IN_PLACE, x)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_ring_demo_only_the_main_block_calls_is_a_note_and_a_helper_in_reach_fails(tmp_path):
+    from grader.parts.mpi import RING_FUNCTION, RING_NOTES
+
+    (tmp_path / "mpi_2_ring.py").write_text(RING)
+    lines = unreached_lines(tmp_path, "mpi_2_ring", RING_FUNCTION)
+    verdict = policy_verdict(tmp_path, "mpi_2_ring", "mpi", "enforce", RING_NOTES, lines)
+    assert verdict.failure == "" and "COMM_WORLD" in verdict.note and "Allreduce" in verdict.note
+    # the same world reached from ring_allreduce, through its helper: the item fails
+    cheat = RING.replace("    comm.Send(x, dest=", "    MPI.COMM_WORLD.Send(x, dest=")
+    (tmp_path / "mpi_2_ring.py").write_text(cheat)
+    lines = unreached_lines(tmp_path, "mpi_2_ring", RING_FUNCTION)
+    verdict = policy_verdict(tmp_path, "mpi_2_ring", "mpi", "enforce", RING_NOTES, lines)
+    assert "COMM_WORLD" in verdict.failure and "line 6" in verdict.failure

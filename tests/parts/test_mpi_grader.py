@@ -16,6 +16,7 @@ from grader.cases import mpi_combined
 from grader.checks import mpi as mpi_checks
 from grader.examples import all_specs, materialize
 from grader.parts import mpi as part3
+from grader.parts import mpi_job
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec
 from tests.conftest import KIT_ROOT, TESTS, run_kit
@@ -79,7 +80,7 @@ def test_a_killed_job_leaves_no_process_behind(tmp_path):
     cases = [{"ranks": 3, "length": 300000, "seed": 1}]
     inputs = mpi_cases.rank_inputs("ring", cases, secret=5, ranks=3)
     start = time.perf_counter()
-    run = part3.run_mpi_job("ring", cases, submission, tmp_path / "job", 3, 4, inputs)
+    run = mpi_job.run_mpi_job("ring", cases, submission, tmp_path / "job", 3, 4, inputs)
     assert run.timed_out and time.perf_counter() - start < 4 + 10
     assert "deadlock" in run.missing(0, 4)
     time.sleep(0.5)
@@ -263,15 +264,15 @@ def test_an_abort_inside_an_mpi_call_is_told_in_mpis_words(tmp_path):
             "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
             "=   PID 6 RUNNING AT vm\n=   EXIT CODE: 9\n"
             "===================================================================\n")
-    run = part3.MpiRun(tmp_path, 9, False, tail, 1.0, 2)
+    run = mpi_job.MpiRun(tmp_path, 9, False, tail, 1.0, 2)
     said = run.missing(0, 40)
     assert "Assertion failed in file" in said and "dtype matches the MPI type" in said, said
-    banner = part3.MpiRun(tmp_path, 9, False, tail.split("\n", 1)[1], 1.0, 2)
+    banner = mpi_job.MpiRun(tmp_path, 9, False, tail.split("\n", 1)[1], 1.0, 2)
     assert "BAD TERMINATION" in banner.missing(0, 40)
     # The worker's own abort after a rank raised is not MPI's word on a call.
     ours = ("Abort(3) on node 0 (rank 0 in comm 0): application called "
             "MPI_Abort(MPI_COMM_WORLD, 3) - process 0\n" + tail.split("\n", 1)[1])
-    said = part3.MpiRun(tmp_path, 9, False, ours, 1.0, 2).missing(0, 40)
+    said = mpi_job.MpiRun(tmp_path, 9, False, ours, 1.0, 2).missing(0, 40)
     assert "dtype matches" not in said and "BAD TERMINATION" in said, said
 
 

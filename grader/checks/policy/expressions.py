@@ -60,6 +60,8 @@ class _ExpressionRules:
             self.flag("kernel-array", node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load) and self._mpi_type_lookup(node.value):
+            self.handled.add(id(node.value))  # MPI._typedict[x.dtype.char]: read, never stored
         if _launch(node) and self._kernel_name(node.value):
             self.handled.add(id(node.value))  # kernel[grid, block]: the kernel, configured
         index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -84,6 +86,14 @@ class _ExpressionRules:
                     through_attribute and self._parameter(root.id))):
                 self.flag("module-assign", node)
         self.generic_visit(node)
+
+    def _mpi_type_lookup(self, value: ast.expr) -> bool:
+        """`MPI._typedict`: mpi4py's table of datatypes by NumPy type character, a common
+        idiom (`MPI._typedict[a.dtype.char]`) although private; only indexed."""
+        if not (isinstance(value, ast.Attribute) and value.attr == "_typedict"):
+            return False
+        ref = self.resolve(value.value)
+        return ref is not None and ref.is_module and ref.module == "mpi4py.MPI"
 
     def _typing(self, base: ast.AST) -> bool:
         """A type expression such as Callable[..., None] or tuple[int, None]."""

@@ -18,13 +18,17 @@ DANGER_BUILTINS = frozenset({
     "globals", "locals", "breakpoint", "open", "input", "memoryview", "id", "help", "exit",
     "quit", "SystemExit", "KeyboardInterrupt", "__build_class__",
 })
+# A module's descriptive metadata (`__author__ = "..."`): names nothing in Python reads.
+METADATA_DUNDERS = frozenset({"__author__", "__version__", "__license__", "__email__",
+                              "__credits__", "__maintainer__", "__status__", "__copyright__",
+                              "__date__", "__contact__"})
 # Bare dunder names a module may read (everything else, e.g. __builtins__, __loader__,
 # __spec__, __class__, is an interpreter internal).
 PLAIN_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__qualname__", "__module__",
-                           "__all__", "__slots__", "__annotations__"})
+                           "__all__", "__slots__", "__annotations__"}) | METADATA_DUNDERS
 # Dunder names a module or class may bind (__name__ is not one: rebinding it would make
 # the `if __name__ == "__main__":` block, which is not checked, run).
-BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__doc__"})
+BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__doc__"}) | METADATA_DUNDERS
 # Special methods a class may reach on self, cls or super(), and define.
 _OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
               "lshift", "rshift")  # not matmul: a product
