@@ -133,8 +133,8 @@ def tasks(parts: list[str], kernels: list[str], folder: Path, workroot: Path, co
 def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Path,
                config: Config, on_gpu: bool, refs: dict,
                slots: gpus.GpuSlots | None, one_mpi_job: bool = True) -> list[Task]:
-    """Every task of one submission. one_mpi_job: Part 3's items (the combined one apart)
-    in one MPI job (grader/parts/mpi.py grade_items), else a job each."""
+    """Every task of one submission. one_mpi_job: Part 3's items of mpi_part.TOGETHER in
+    one MPI job (grader/parts/mpi.py grade_items), else a job each."""
     found = []
     if "gemm" in parts and refs["gemm"] and kernels:
         # On a GPU: the correctness tasks first, then one timed task for the kernels
@@ -159,12 +159,13 @@ def every_task(parts: list[str], kernels: list[str], folder: Path, workroot: Pat
                           partial(net_part.grade_training, folder, workroot, config, on_gpu,
                                   refs["net"], refs.get("net_speed"))))
     if "mpi" in parts:
-        if one_mpi_job:
-            found.append(Task("mpi items", list(mpi_cases.ITEMS),
-                              partial(mpi_part.grade_items, list(mpi_cases.ITEMS), folder,
+        together = mpi_part.TOGETHER if one_mpi_job else []
+        if together:
+            found.append(Task("mpi items", list(together),
+                              partial(mpi_part.grade_items, list(together), folder,
                                       workroot, config, refs["mpi"])))
-        else:
-            for item_id, kind in mpi_cases.ITEMS.items():
+        for item_id, kind in mpi_cases.ITEMS.items():
+            if item_id not in together:
                 found.append(Task(f"mpi {kind}", [item_id],
                                   partial(mpi_part.grade_item, item_id, folder, workroot,
                                           config, refs["mpi"])))

@@ -1,8 +1,9 @@
 """Part 3: grading the MPI functions, from what the ranks of an MPI job wrote.
 
-The items run in one MPI job (`mpiexec -n 4 python -P -m grader.worker.mpi`, grade_items;
-grader/parts/mpi_job.py runs it), as a sandboxed worker of grader/isolation/runner.py
-under a wall-clock limit, one item after the other. A job that does not complete has
+The items but the ring run in one MPI job (`mpiexec -n 4 python -P -m grader.worker.mpi`,
+grade_items; grader/parts/mpi_job.py runs it), as a sandboxed worker of
+grader/isolation/runner.py under a wall-clock limit, one item after the other, and the
+ring in one of its own (TOGETHER says why). A job that does not complete has
 every item graded again in a job of its own (grade_item, also what a run of one item
 uses), so that a deadlock, an error or a refused call costs its own item only. Every rank
 gets a private copy of the submission, a scratch folder and a file of inputs of its own
@@ -83,6 +84,13 @@ from nnkit.mpi_checks import DATA_MODULE, RING_MODULE
 DATA_NOTES = frozenset({"mpi-comm"})
 RING_NOTES = frozenset({"mpi-comm", "mpi-collective"})
 SCATTER_FUNCTION, RING_FUNCTION = "scatter_batch", "ring_allreduce"
+# The items graded in one job (grade_items), in this order: the scatter first, since its
+# counting communicator must meet no communicator an earlier item could leave behind (a
+# Dup kept in a module or a library's attribute); the others get the real one. The ring,
+# whose communicator allows point-to-point calls only, runs in a job of its own, where no
+# earlier item can hand it a communicator that allows more (red team, round six).
+TOGETHER = ["mpi.scatter", "mpi.allreduce", "mpi.data_parallel", "mpi.averaging"]
+SCATTER_ITEM = TOGETHER[0]
 # --------------------------------------------------------------------------------------
 # The oracle, computed once per grading run
 
@@ -216,6 +224,9 @@ def grade_items(item_ids: list[str], submission: Path, workroot: Path, config: C
     mpiexec = config.mpiexec or find_mpiexec()
     if mpiexec is None:
         return [r for i in item_ids for r in _not_graded(i, config)]
+    if not set(item_ids) <= set(TOGETHER) or (SCATTER_ITEM in item_ids
+                                              and item_ids[0] != SCATTER_ITEM):
+        raise ValueError(f"only {', '.join(TOGETHER)} run together, the scatter first")
     items = [_prepare(i, submission, workroot, config) for i in item_ids]
     if any(item.kind in ("train", "average") for item in items):
         ref = reference_for(config.secret, ref)

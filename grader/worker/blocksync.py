@@ -23,7 +23,11 @@ time, switching between them where they wait (~1 us a switch):
   order they arrived;
 - when neither can happen (threads at the barrier while others wait at a warp exchange
   that the first ones will never join), the block has deadlocked: the launch fails with
-  an error saying so, where a GPU would hang.
+  an error saying so, where a GPU would hang;
+- after each atomic operation a thread lets the block's other threads run first: a
+  thread that waits in a loop for a flag another thread of its block sets atomically
+  (which a GPU runs, each warp scheduled on its own) would otherwise spin for ever, the
+  other never running (red team, round six).
 
 greenlet is a dependency of the kit (pyproject.toml). Without it, install() returns False
 and the simulator keeps its own threads, correct but slow, and without warp intrinsics
@@ -109,6 +113,23 @@ class _Block:
         self.scheduler.switch()
 
 
+def _yield_after(atomic: Callable[..., Any]) -> Callable[..., Any]:
+    def run(self: Any, *args: Any) -> Any:
+        old = atomic(self, *args)
+        cuda_thread = threading.current_thread()
+        block = getattr(getattr(cuda_thread, "_manager", None), "_blocksync", None)
+        if isinstance(block, _Block):
+            block.ready.append(cuda_thread)
+            block.scheduler.switch()
+        return old
+    return run
+
+
+# The simulator's atomics (FakeCUDAAtomic's methods).
+ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax",
+           "nanmin", "compare_and_swap", "cas")
+
+
 def wait_until(cuda_thread: Any, done: Callable[[], bool]) -> None:
     """Stop the running CUDA thread until `done()` holds; other threads of its block run
     meanwhile (a warp exchange waiting for its other lanes, grader/worker/warps.py)."""
@@ -126,7 +147,7 @@ def install() -> bool:
     if greenlet is None:
         return False
     try:
-        from numba.cuda.simulator import kernel
+        from numba.cuda.simulator import kernel, kernelapi
     except ImportError:
         return False
     manager, thread = getattr(kernel, "BlockManager", None), getattr(kernel, "BlockThread", None)
@@ -195,8 +216,12 @@ def install() -> bool:
         if failed is not None:
             raise failed.exception[0].with_traceback(failed.exception[1])
 
-    for owner, name, new in ((thread, "run", thread_run), (thread, "syncthreads", syncthreads),
-                             (manager, "run", run)):
+    replaced = [(thread, "run", thread_run), (thread, "syncthreads", syncthreads),
+                (manager, "run", run)]
+    atomics = getattr(kernelapi, "FakeCUDAAtomic", None)
+    replaced += [(atomics, name, _yield_after(atomics.__dict__[name])) for name in ATOMICS
+                 if atomics is not None and name in atomics.__dict__]
+    for owner, name, new in replaced:
         _originals.append((owner, name, owner.__dict__[name]))
         setattr(owner, name, new)
     return True

@@ -23,8 +23,8 @@ and every rank's marker is there. Nothing here judges a result: grader/parts/mpi
 A job of kind "items" runs several items, one after the other, each into files of its
 own (`<kind>-case-N-rank-R.npz`, `<kind>-rank-R.done` after its last case), from the
 inputs under `<kind>/` in the rank's file: one start of MPI and of every rank's Python for
-Part 3's five items instead of five (grader/parts/mpi.py grades them again one job each
-when such a job does not complete).
+four of Part 3's items instead of four (grader/parts/mpi.py TOGETHER, which grades them
+again one job each when such a job does not complete).
 
 The ring item gets a communicator that offers point-to-point calls only and counts the
 bytes each rank sends to each other rank (nnkit.collectives.call_point_to_point).

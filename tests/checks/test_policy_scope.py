@@ -3,6 +3,8 @@ Part 3's scatter item fails another communicator only within scatter_batch's rea
 
 from pathlib import Path
 
+import pytest
+
 from grader.checks.anticheat import policy_verdict
 from grader.checks.policy.scope import unreached_lines
 
@@ -52,9 +54,10 @@ def _lines_of(text: str, first: str, last: str) -> set[int]:
 def test_reach_follows_names_through_aliases_and_leaves_the_other_functions(tmp_path: Path):
     (tmp_path / "mpi_1_data_parallel.py").write_text(MODULE)
     unreached = unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch")
-    # _world is reached through the module-level alias; Helper only from averaging
+    # _world is reached through the module-level alias; a class always (its body runs
+    # at import)
     assert not unreached & _lines_of(MODULE, "def _world", "    return MPI")
-    assert _lines_of(MODULE, "class Helper", "        return 1") <= unreached
+    assert not unreached & _lines_of(MODULE, "class Helper", "        return 1")
     assert _lines_of(MODULE, "def allreduce_gradients", "    return list") <= unreached
     assert not unreached & _lines_of(MODULE, "def scatter_batch", "    return X, labels")
 
@@ -116,3 +119,36 @@ def test_a_ring_demo_only_the_main_block_calls_is_a_note_and_a_helper_in_reach_f
     lines = unreached_lines(tmp_path, "mpi_2_ring", RING_FUNCTION)
     verdict = policy_verdict(tmp_path, "mpi_2_ring", "mpi", "enforce", RING_NOTES, lines)
     assert "COMM_WORLD" in verdict.failure and "line 6" in verdict.failure
+
+
+# A red team's (round six): routes to a function that name nothing in scatter_batch.
+ROUTES = {
+    "a decorator registers it": ("HOOKS = []\n\n\n@HOOKS.append\ndef spread(x):\n"
+                                 "    return MPI.COMM_WORLD\n\n\n"
+                                 "def scatter_batch(comm, X, labels, root=0):\n"
+                                 "    return HOOKS[0](X)\n"),
+    "a default value registers it": ("HOOKS = []\n\n\ndef spread(x):\n    return MPI.COMM_WORLD"
+                                     "\n\n\ndef other(f=HOOKS.append(spread)):\n    pass\n\n\n"
+                                     "def scatter_batch(comm, X, labels, root=0):\n"
+                                     "    return HOOKS[0](X)\n"),
+    "the module imports itself": ("import mpi_1_data_parallel as here\n\n\ndef spread(x):\n"
+                                  "    return MPI.COMM_WORLD\n\n\n"
+                                  "def scatter_batch(comm, X, labels, root=0):\n"
+                                  "    return here.spread(X)\n"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_functions_reached_without_their_name_are_not_let_off(tmp_path, route):
+    (tmp_path / "mpi_1_data_parallel.py").write_text("from mpi4py import MPI\n\n"
+                                                     + ROUTES[route])
+    lines = unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch")
+    verdict = policy_verdict(tmp_path, "mpi_1_data_parallel", "mpi", "enforce",
+                             frozenset({"mpi-comm"}), lines)
+    assert "COMM_WORLD" in verdict.failure
+
+
+def test_a_sibling_that_imports_the_module_lets_nothing_off(tmp_path):
+    (tmp_path / "mpi_1_data_parallel.py").write_text(MODULE)
+    (tmp_path / "helpers.py").write_text("from .mpi_1_data_parallel import averaging\n")
+    assert unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch") == frozenset()

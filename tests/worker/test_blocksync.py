@@ -221,3 +221,25 @@ def test_a_full_block_launched_from_another_thread_runs_there_and_starts_no_thre
     assert not launcher.is_alive(), "the block hung"
     assert counts and counts[0][0] == counts[0][1]
     assert np.array_equal(to_host(out), np.arange(WIDE, dtype=np.float32))
+
+
+@cuda.jit
+def wait_for_a_later_thread(flag, out):
+    """Thread 0 waits until the block's last thread has set the flag (atomically), as a
+    GPU's independent warps allow; then every thread writes."""
+    t = cuda.threadIdx.x
+    if t == cuda.blockDim.x - 1:
+        cuda.atomic.add(flag, 0, 1)
+    if t == 0:
+        while cuda.atomic.add(flag, 0, 0) == 0:
+            pass
+    out[t] = 1.0
+
+
+def test_a_thread_spinning_on_an_atomic_flag_lets_the_others_run():
+    """A red team's (round six): before atomics let the others run first, thread 0 spun
+    for ever, the thread that sets the flag never started."""
+    flag = to_device(np.zeros(1, np.int32))
+    out = to_device(np.zeros(N, np.float32))
+    wait_for_a_later_thread[1, N](flag, out)
+    assert to_host(out).all() and to_host(flag)[0] == 1
