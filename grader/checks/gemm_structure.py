@@ -15,7 +15,9 @@ to have each thread compute several elements of C (16 in the handout's design), 
   (1/4 for 8x8). A token shared array the kernel does not compute from leaves the global
   loads at two, or, where each thread computes a few elements straight from global memory
   (a micro-tile without tiles: 1.3 global loads per multiply-add for three elements a
-  thread), the shared loads near none.
+  thread), the shared loads near none. And the shared loads must return, by value, at
+  least MIN_OPERAND_SHARE of the elements of A and B (a token read from shared memory at
+  every step beside a product from global memory returns one value, however often).
 - register, hierarchical: some kernel of the call stores C from at most one thread per
   MIN_OUTPUTS_PER_THREAD elements of C and does a product's share of the loads (global
   and shared, at least MIN_LOAD_SHARE of the multiply-adds: a 64x64 tile staged in shared
@@ -43,6 +45,10 @@ from grader.worker import COUNTS_SUFFIX
 
 SHARED_GLOBAL_LOADS_PER_FMA = 1.5
 MIN_SHARED_LOADS_PER_FMA = 1 / 16  # a 32x32 micro-tile reading both operands from shared
+# Of the elements of A and B, the share that some shared-memory load returns (by value):
+# tiles of both operands hold them all, a tile of one operand about half (A and B of the
+# counted case are 1,221 and 1,480 elements), a token beside global loads next to none.
+MIN_OPERAND_SHARE = 1 / 3
 # Elements of C per storing thread, on average: at least 1.5, not 2, since the counted
 # case's 33 rows leave a 2x1 micro-tile's last row of threads one element each (680
 # threads store its 1,320 elements); a naive kernel's threads store one each.
@@ -81,6 +87,12 @@ def rule_problem(kernel: str, counts: dict[str, dict], case: GemmCase) -> str:
                     f"tiles staged there are read at least {MIN_SHARED_LOADS_PER_FMA:.3f} "
                     "times per multiply-add): a kernel that does not compute from tiles in "
                     "shared memory is not this version")
+        elements = max(int(c.get("operand_elements", 0)) for c in counts.values())
+        staged = sum(int(c.get("shared_operand_elements", 0)) for c in counts.values())
+        if elements and staged < MIN_OPERAND_SHARE * elements:
+            return (f"the shared-memory version's shared-memory loads return {staged} of the "
+                    f"{elements} elements of A and B ({where}; tiles staged there hold all of "
+                    "them): its product is not computed from tiles in shared memory")
         if per_fma > SHARED_GLOBAL_LOADS_PER_FMA:
             return (f"the shared-memory version loads {per_fma:.2f} values from global memory "
                     f"per multiply-add ({where}; a naive kernel loads 2, tiles staged in shared "

@@ -49,7 +49,7 @@ COUNT_FIELDS = ("launches", "global_load_requests", "global_load_accesses",
                 "global_store_sectors", "shared_load_requests", "shared_load_accesses",
                 "shared_load_conflicts", "shared_store_requests", "shared_store_accesses",
                 "shared_store_conflicts", "threads", "storing_threads",
-                "dynamic_shared_bytes")
+                "dynamic_shared_bytes", "shared_operand_elements", "operand_elements")
 MAX_KERNELS = 8  # rows kept per side (a launcher may launch several kernels)
 MAX_ARRAYS = 8  # array arguments kept per kernel
 # The worker's counts of a few kernels take a few KiB: a larger file is not read.

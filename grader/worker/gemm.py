@@ -84,6 +84,9 @@ def run(ctx: Context) -> None:
             ctx.recorder.begin(FULL, list(zip(bufs, host, strict=True)))
             try:
                 counter = _counter() if n == counted else None
+                if counter is not None:  # which shared loads return operands (version rule)
+                    host_a, host_b, _ = ops.views()
+                    counter.watch_operands(host_a, host_b, case.alpha)
                 with watch(out / f"case-{n}.findings.json", counter):
                     gemm(launch, A, B, C, case.alpha, case.beta,
                          trans_a=case.trans_a, trans_b=case.trans_b)

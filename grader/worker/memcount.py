@@ -79,9 +79,15 @@ class KernelCounts:
     # Of those, the threads that stored to global memory: a tile's edge threads that
     # fall outside C launch, but compute and store nothing.
     storing_threads: int = 0
-    # Dynamic shared memory asked for (bytes, the largest launch): its accesses are not
-    # counted (simcheck does not track its views), but it shows the kernel stages tiles.
+    # Dynamic shared memory asked for (bytes, the largest launch; its accesses are counted
+    # as a static array's).
     dynamic_shared_bytes: int = 0
+    # With the call's operands given (Counter.watch_operands): how many elements of A and
+    # B (by value; times alpha too, for tiles staged pre-scaled) a shared-memory load
+    # returned at least once, of how many. Tiles staged there hold every one; a token
+    # read from shared memory beside a product computed from global memory, hardly any.
+    shared_operand_elements: int = 0
+    operand_elements: int = 0
     # Per array argument, by the kernel's parameter name: [load requests, load sectors,
     # store requests, store sectors] (which operand is read uncoalesced).
     arrays: dict[str, list[int]] = field(default_factory=dict)
@@ -121,6 +127,20 @@ class Counter:
         self._layouts: dict[Any, tuple[int, int]] = {}
         self._arrays: dict[int, str] = {}  # this launch's buffer starts -> parameter names
         self._block_thread: type = type(None)
+        self._operands: dict[float, int] | None = None  # value -> element (watch_operands)
+        self._seen: dict[str, set[int]] = {}  # per kernel: the elements read from shared
+        self._name = ""  # of the kernel launched
+
+    def watch_operands(self, A: np.ndarray, B: np.ndarray, alpha: float) -> None:
+        """Tell which shared-memory loads return elements of the call's A and B (or alpha
+        times them): counted per kernel as shared_operand_elements."""
+        values = np.concatenate([np.ravel(A), np.ravel(B)]).astype(np.float32)
+        scaled = (np.float32(alpha) * values).astype(np.float32)
+        operands: dict[float, int] = {}
+        for n, (value, times) in enumerate(zip(values.tolist(), scaled.tolist(), strict=True)):
+            operands.setdefault(value, n)
+            operands.setdefault(times, n)
+        self._operands = operands
 
     def bind(self, block_thread: type) -> None:
         """The simulator's thread class."""
@@ -137,8 +157,11 @@ class Counter:
                      threads: int = 0, dynamic_shared: int = 0) -> None:
         """A kernel launch of `threads` CUDA threads begins; `arrays`: buffer start ->
         parameter name of its array arguments."""
+        self._name = name
         self._current = self.kernels.setdefault(name, KernelCounts())
         self._current.launches += 1
+        if self._operands is not None:
+            self._current.operand_elements = len(set(self._operands.values()))
         self._current.threads += threads
         self._current.dynamic_shared_bytes = max(self._current.dynamic_shared_bytes,
                                                  dynamic_shared)
@@ -228,11 +251,24 @@ class Counter:
         self._record(GLOBAL_STORE if write else GLOBAL_LOAD, start,
                      int(offset) // SECTOR_BYTES)
 
-    def shared_access(self, allocation: Any, flat: int, itemsize: int, write: bool) -> None:
-        """One element (flat index in its allocation) of a shared array."""
-        if self._current is not None:
-            self._record(SHARED_STORE if write else SHARED_LOAD, allocation,
-                         flat * itemsize // WORD_BYTES)
+    def shared_access(self, allocation: Any, flat: int, itemsize: int, write: bool,
+                      value: Any = None) -> None:
+        """One element (flat index in its allocation) of a shared array; `value`: what a
+        load returned."""
+        current = self._current
+        if current is None:
+            return
+        self._record(SHARED_STORE if write else SHARED_LOAD, allocation,
+                     flat * itemsize // WORD_BYTES)
+        if not write and self._operands is not None and value is not None:
+            try:
+                element = self._operands.get(float(value))
+            except (TypeError, ValueError):
+                return
+            if element is not None:
+                seen = self._seen.setdefault(self._name, set())
+                seen.add(element)
+                current.shared_operand_elements = len(seen)
 
     def to_json(self) -> dict[str, dict[str, int]]:
         return {name: counts.to_json() for name, counts in self.kernels.items()}

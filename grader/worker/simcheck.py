@@ -321,7 +321,7 @@ class _SharedArray(np.ndarray):
             return value
         flat = self._ids.item(idx)
         if _counter is not None or thread in _in_atomic:
-            _element_access(shadow, flat, thread, False)
+            _element_access(shadow, flat, thread, False, value)
             return value
         # A plain read, uncounted: _Shadow.access inlined (this is most of what a
         # shared-memory kernel does, and two calls fewer per element are a third of the
@@ -360,11 +360,13 @@ class _SharedArray(np.ndarray):
             _element_access(shadow, self._ids.item(idx), thread, True)
 
 
-def _element_access(shadow: _Shadow, flat: int, thread: Any, write: bool) -> None:
-    """_shared_access for one element at a known flat position, by a simulated thread."""
+def _element_access(shadow: _Shadow, flat: int, thread: Any, write: bool,
+                    value: Any = None) -> None:
+    """_shared_access for one element at a known flat position, by a simulated thread
+    (`value`: what a read returned)."""
     counter = _counter
     if counter is not None:
-        counter.shared_access(shadow, flat, shadow.array.itemsize, write)
+        counter.shared_access(shadow, flat, shadow.array.itemsize, write, value)
     conflict = shadow.access(flat, thread, write, thread in _in_atomic)
     if conflict is not None:
         _conflict(shadow, flat, thread, conflict)
@@ -400,7 +402,7 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
         flats = (int(ids),)
     counter = _counter
     if counter is not None and len(flats) == 1:  # one element: one lane's access
-        counter.shared_access(shadow, flats[0], alloc.itemsize, write)
+        counter.shared_access(shadow, flats[0], alloc.itemsize, write, value)
     for flat in flats:
         conflict = shadow.access(flat, thread, write, atomic)
         if conflict is not None:
@@ -417,17 +419,17 @@ class _DynamicShared(np.ndarray):
 
     _key: Any = None  # the allocation the counts name; None on arrays NumPy derives from it
 
-    def _count(self, idx: Any, write: bool) -> None:
+    def _count(self, idx: Any, write: bool, value: Any = None) -> None:
         counter = _counter
         if counter is None or self._key is None:
             return
         i = idx[0] if type(idx) is tuple and len(idx) == 1 else idx
         if isinstance(i, _INTS) and 0 <= i:
-            counter.shared_access(self._key, int(i), self.itemsize, write)
+            counter.shared_access(self._key, int(i), self.itemsize, write, value)
 
     def __getitem__(self, idx: Any) -> Any:
         value = _getitem(self, idx)
-        self._count(idx, False)
+        self._count(idx, False, value)
         return value
 
     def __setitem__(self, idx: Any, value: Any) -> None:

@@ -60,6 +60,48 @@ def gemm_shared(A, B, C, alpha, beta):
 '''
 
 
+# A red team's (round six): 2x2 elements of C a thread straight from global memory (1.1
+# loads per multiply-add), and a shared flag read at every step (0.3 shared loads per
+# multiply-add) that nothing uses.
+SHARED_TOKEN = '''
+import numpy as np
+
+from nnkit.backend import cuda
+
+
+@cuda.jit
+def gemm_shared_kernel(A, B, C, alpha, beta):
+    flag = cuda.shared.array(1, np.float32)
+    if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+        flag[0] = 1.0
+    cuda.syncthreads()
+    i0 = cuda.blockIdx.y * 32 + 2 * cuda.threadIdx.y
+    j0 = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    M, N = C.shape
+    acc = cuda.local.array((2, 2), np.float32)
+    for r in range(2):
+        for c in range(2):
+            acc[r, c] = 0.0
+    for k in range(A.shape[1]):
+        seen = flag[0]
+        for r in range(2):
+            for c in range(2):
+                if i0 + r < M and j0 + 16 * c < N:
+                    acc[r, c] += A[i0 + r, k] * B[k, j0 + 16 * c] * seen
+    for r in range(2):
+        for c in range(2):
+            i, j = i0 + r, j0 + 16 * c
+            if i < M and j < N:
+                C[i, j] = alpha * acc[r, c] + (beta * C[i, j] if beta != 0 else 0.0)
+
+
+def gemm_shared(A, B, C, alpha, beta):
+    M, N = C.shape
+    grid = ((N + 31) // 32, (M + 31) // 32)
+    gemm_shared_kernel[grid, (16, 16)](A, B, C, np.float32(alpha), np.float32(beta))
+'''
+
+
 def _as(version: str, text: str = NAIVE) -> str:
     return text.replace("gemm_naive", f"gemm_{version}")
 
@@ -72,6 +114,8 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
         shutil.copytree(KIT_ROOT / "solution", folder)
     microtile = shutil.copytree(KIT_ROOT / "solution", tmp_path / "shared_microtile")
     (microtile / "gemm_2_shared.py").write_text(MICROTILE)
+    flagged = shutil.copytree(KIT_ROOT / "solution", tmp_path / "shared_token_read")
+    (flagged / "gemm_2_shared.py").write_text(SHARED_TOKEN)
     (naive / "gemm_2_shared.py").write_text(_as("shared"))
     (naive / "gemm_3_register.py").write_text(_as("register"))
     tokened = _as("shared").replace("\n    j, i = cuda.grid(2)", TOKEN, 1)
@@ -80,7 +124,8 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
     (token / "gemm_2_shared.py").write_text(tokened)
     solution = shutil.copytree(KIT_ROOT / "solution", tmp_path / "solution")
     out = tmp_path / "out"
-    result = run_kit("grader", str(naive), str(token), str(microtile), str(solution),
+    result = run_kit("grader", str(naive), str(token), str(microtile), str(flagged),
+                     str(solution),
                      "--parts", "gemm", "--kernels", "shared,register", "--jobs", "2",
                      "--seed", "5", "--out", str(out), env={"NNKIT_DEVICE": "sim"})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -97,10 +142,13 @@ def test_a_naive_kernel_under_another_versions_name_earns_nothing(tmp_path):
     assert "no kernel that computes the product" in register["message"], register
     tokened_item = item("token_shared", "shared")
     assert tokened_item["points"] == 0, tokened_item
-    assert "values from global memory per multiply-add" in tokened_item["message"]
+    assert "return 0 of the 2701 elements of A and B" in tokened_item["message"]
     assert item("token_shared", "register")["points"] > 0
     microtile = item("shared_microtile", "shared")
     assert microtile["points"] == 0 and "reads nothing from shared memory" in microtile["message"]
+    flagged_item = item("shared_token_read", "shared")
+    assert flagged_item["points"] == 0, flagged_item
+    assert "return 0 of the 2701 elements of A and B" in flagged_item["message"]
 
 
 def _counts(**values: int) -> dict[str, dict]:
@@ -120,6 +168,12 @@ def test_the_version_rules_at_their_edges():
     assert "nothing from shared" in rule("shared", _counts(), case)
     too_few = _counts(global_load_accesses=fmas, shared_load_accesses=least - 1)
     assert "0.062 values per multiply-add from shared" in rule("shared", too_few, case)
+    operands = 64 * 16 * 2  # A and B of the 64x64x16 case
+    staged = _counts(global_load_accesses=fmas // 8, shared_load_accesses=2 * fmas,
+                     operand_elements=operands, shared_operand_elements=operands // 3 + 1)
+    assert rule("shared", staged, case) == ""
+    one_value = {"k": {**staged["k"], "shared_operand_elements": 1}}
+    assert "return 1 of the 2048 elements of A and B" in rule("shared", one_value, case)
     # A red team's: three elements of C a thread straight from global memory (1.33 loads
     # per multiply-add), and dynamic shared memory asked for and never used.
     unused = _counts(global_load_accesses=fmas * 4 // 3, dynamic_shared_bytes=4)

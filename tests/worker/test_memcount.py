@@ -193,3 +193,21 @@ def test_dynamic_shared_memory_is_counted_as_shared_memory():
     assert c["shared_load_requests"] == S and c["shared_load_accesses"] == S * S
     assert c["shared_load_conflicts"] == 0  # padded: lane tx's word in bank (tx + k) % 32
     assert np.allclose(out.copy_to_host(), np.arange(S * S).reshape(S, S).sum(axis=1))
+
+
+def test_the_solutions_tiles_return_every_element_of_a_and_b_from_shared_memory():
+    """The version rule's operand count: a tiled kernel's shared loads return every
+    element of A and B; the naive kernel's, none (it has no shared memory)."""
+    case = profile_case("shared")
+    ops = build_operands(case, 1)
+    A, B, C = ops.views(tuple(to_device(b) for b in (ops.A_buf, ops.B_buf, ops.C_buf)))
+    host_a, host_b, _ = ops.views()
+    for kernel, share in (("shared", 1.0), ("naive", 0.0)):
+        counter = memcount.Counter()
+        counter.watch_operands(host_a, host_b, case.alpha)
+        launch = load_function(NAMED["solution"], *KERNELS[kernel])
+        with simcheck.instrument(counter=counter):
+            gemm(launch, A, B, C, case.alpha, case.beta)
+        (c,) = counter.to_json().values()
+        assert c["operand_elements"] == host_a.size + host_b.size
+        assert c["shared_operand_elements"] == share * c["operand_elements"]
