@@ -186,8 +186,9 @@ def grade_kernel(kernel: str, folder: Path, workroot: Path, config: Config, on_g
 
 def in_order(planned: list[Task], got: dict[str, list[ItemResult]]) -> list[ItemResult]:
     """The items of a submission's tasks, each kernel's speed item after its correctness
-    item; an item a later task gives again (a correctness item the timed task failed)
-    replaces the first in its place."""
+    item, Part 3's in the order of grader/cases/mpi.py (whichever job graded them); an
+    item a later task gives again (a correctness item the timed task failed) replaces the
+    first in its place."""
     by_id: dict[str, ItemResult] = {}
     for task in planned:
         for item in got.get(task.name, []):
@@ -199,8 +200,15 @@ def in_order(planned: list[Task], got: dict[str, list[ItemResult]]) -> list[Item
         item for i, item in by_id.items() if i not in order]
 
 
-def _kernel_rank(item_id: str, order: list[str]) -> int:
-    """GEMM items sort by the position of the kernel's correctness item."""
+MPI_ORDER = [*mpi_cases.ITEMS, mpi_combined.ITEM]
+
+
+def _kernel_rank(item_id: str, order: list[str]) -> float:
+    """GEMM items sort by the position of the kernel's correctness item, Part 3's by the
+    position of the first of them planned and their order in MPI_ORDER."""
+    if item_id in MPI_ORDER:
+        first = min(order.index(i) for i in order if i in MPI_ORDER)
+        return first + MPI_ORDER.index(item_id) / len(MPI_ORDER)
     parts = item_id.split(".")
     if len(parts) == 3 and parts[0] == "gemm":
         first = f"gemm.{parts[1]}.correctness"

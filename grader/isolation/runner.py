@@ -355,8 +355,11 @@ def write_profile(job: Job, results: Path, entered: float, started: float,
             "worker_seconds": round(seconds, 3), "total": round(time.time() - entered, 3),
             "cpu_children": round(cpu, 3), "steps": steps, "steps_cpu": steps_cpu,
             **(waits or {})}
-    with _live_lock, open(os.environ[PROFILE], "a") as f:
-        f.write(json.dumps(line) + "\n")
+    try:
+        with _live_lock, open(os.environ[PROFILE], "a") as f:
+            f.write(json.dumps(line) + "\n")
+    except OSError:  # a developer's aid: never the grading's failure
+        return
     if os.environ.get(CPROFILE):
         try:
             text = safe_io.read_text(results / "cprofile.txt", CPROFILE_CHARS)
