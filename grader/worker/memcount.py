@@ -84,8 +84,9 @@ class KernelCounts:
     dynamic_shared_bytes: int = 0
     # With the call's operands given (Counter.watch_operands): how many elements of A and
     # B (by value; times alpha too, for tiles staged pre-scaled) a shared-memory load
-    # returned at least once, of how many. Tiles staged there hold every one; a token
-    # read from shared memory beside a product computed from global memory, hardly any.
+    # returned at least once, of how many, counting only loads of what another thread of
+    # the block stored. Tiles staged there hold every one; a token read from shared memory
+    # beside a product computed from global memory, hardly any.
     shared_operand_elements: int = 0
     operand_elements: int = 0
     # Per array argument, by the kernel's parameter name: [load requests, load sectors,
@@ -252,15 +253,17 @@ class Counter:
                      int(offset) // SECTOR_BYTES)
 
     def shared_access(self, allocation: Any, flat: int, itemsize: int, write: bool,
-                      value: Any = None) -> None:
-        """One element (flat index in its allocation) of a shared array; `value`: what a
-        load returned."""
+                      value: Any = None, from_other: bool = False) -> None:
+        """One element (flat index in its allocation) of a shared array; for a load,
+        `value`: what it returned, and `from_other`: whether another thread of the block
+        stored it (only those count as operands: a thread that puts each value it loads
+        into a slot of its own and reads it back shares nothing)."""
         current = self._current
         if current is None:
             return
         self._record(SHARED_STORE if write else SHARED_LOAD, allocation,
                      flat * itemsize // WORD_BYTES)
-        if not write and self._operands is not None and value is not None:
+        if not write and from_other and self._operands is not None and value is not None:
             try:
                 element = self._operands.get(float(value))
             except (TypeError, ValueError):

@@ -231,9 +231,17 @@ def _afresh(submission: Path, scratch: Path) -> None:
     item to the next)."""
     from nnkit.submission import package_name
 
-    prefix = package_name(submission) + "."
-    for name in [n for n in sys.modules if n.startswith(prefix)]:
-        del sys.modules[name]
+    package, folder = package_name(submission), str(submission) + os.sep
+    for name, module in list(sys.modules.items()):
+        try:  # (a module's own __getattr__ is not asked: its __dict__ is read)
+            where = module.__dict__.get("__file__")
+        except Exception:  # noqa: BLE001 - not a module: leave it
+            continue
+        # The private package (whose attributes keep its modules), its modules, and the
+        # folder's modules imported by their plain names (the folder is on sys.path).
+        if name == package or name.startswith(package + ".") or (
+                isinstance(where, str) and where.startswith(folder)):
+            del sys.modules[name]
     for entry in scratch.iterdir():
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

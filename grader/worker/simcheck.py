@@ -364,10 +364,12 @@ def _element_access(shadow: _Shadow, flat: int, thread: Any, write: bool,
                     value: Any = None) -> None:
     """_shared_access for one element at a known flat position, by a simulated thread
     (`value`: what a read returned)."""
-    counter = _counter
-    if counter is not None:
-        counter.shared_access(shadow, flat, shadow.array.itemsize, write, value)
     conflict = shadow.access(flat, thread, write, thread in _in_atomic)
+    counter = _counter
+    if counter is not None:  # (after access(): the writers are this block's)
+        writer = shadow.writer[flat]
+        counter.shared_access(shadow, flat, shadow.array.itemsize, write, value,
+                              writer >= 0 and writer != thread.thread_id)
     if conflict is not None:
         _conflict(shadow, flat, thread, conflict)
 
@@ -401,10 +403,12 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
     else:
         flats = (int(ids),)
     counter = _counter
-    if counter is not None and len(flats) == 1:  # one element: one lane's access
-        counter.shared_access(shadow, flats[0], alloc.itemsize, write, value)
     for flat in flats:
         conflict = shadow.access(flat, thread, write, atomic)
+        if counter is not None and len(flats) == 1:  # one element: one lane's access
+            writer = shadow.writer[flat]
+            counter.shared_access(shadow, flat, alloc.itemsize, write, value,
+                                  writer >= 0 and writer != thread.thread_id)
         if conflict is not None:
             _report(conflict[0], thread, conflict[1], lambda frame, flat=flat: (
                 _label("shared", alloc, alloc, frame),
@@ -414,18 +418,42 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
 
 class _DynamicShared(np.ndarray):
     """Dynamic shared memory as kernels see it (cuda.shared.array(0, dtype), always from
-    the start of the block's buffer): its one-element accesses are counted while a counter
-    watches, as a static shared array's are."""
+    the start of the block's buffer, and the 1-D slices a kernel takes of it to hold two
+    tiles): its one-element accesses are counted while a counter watches, as a static
+    shared array's are, with the thread that last wrote each byte offset (not checked for
+    races: views of several dtypes alias one buffer)."""
 
-    _key: Any = None  # the allocation the counts name; None on arrays NumPy derives from it
+    _key: Any = None  # the block's buffer (its FakeCUDAShared); None: not counted
+    _start = 0  # this view's first element, in bytes from the buffer's start
+    _step = 0  # its stride, in bytes
+
+    def __array_finalize__(self, obj: Any) -> None:
+        key = getattr(obj, "_key", None)
+        if key is None or self.ndim != 1 or not isinstance(obj, np.ndarray):
+            self._key = None
+            return
+        # A slice of a counted view: where it starts in the buffer.
+        moved = self.__array_interface__["data"][0] - obj.__array_interface__["data"][0]
+        self._key, self._start, self._step = key, obj._start + moved, self.strides[0]
 
     def _count(self, idx: Any, write: bool, value: Any = None) -> None:
         counter = _counter
         if counter is None or self._key is None:
             return
         i = idx[0] if type(idx) is tuple and len(idx) == 1 else idx
-        if isinstance(i, _INTS) and 0 <= i:
-            counter.shared_access(self._key, int(i), self.itemsize, write, value)
+        if not (isinstance(i, _INTS) and 0 <= i):
+            return
+        offset = self._start + int(i) * (self._step or self.itemsize)
+        thread = _active.get(_get_ident())
+        tid = getattr(thread, "thread_id", -1)
+        writers = self._key.__dict__.setdefault("_simcheck_writers", {})
+        if write:
+            writers[offset] = tid
+            counter.shared_access(self._key, offset // self.itemsize, self.itemsize, True)
+            return
+        writer = writers.get(offset, -1)
+        counter.shared_access(self._key, offset // self.itemsize, self.itemsize, False, value,
+                              writer >= 0 and writer != tid)
 
     def __getitem__(self, idx: Any) -> Any:
         value = _getitem(self, idx)
@@ -471,7 +499,7 @@ def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
                 if not isinstance(view, np.ndarray):
                     return view
                 view = view.view(_DynamicShared)
-                view._key = self  # the block's shared memory: one allocation for the counts
+                view._key, view._start, view._step = self, 0, view.itemsize  # the block's
                 return view
             if alignment is not None:
                 raise RuntimeError("Array alignment is not supported in cudasim")

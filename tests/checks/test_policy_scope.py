@@ -148,7 +148,21 @@ def test_functions_reached_without_their_name_are_not_let_off(tmp_path, route):
     assert "COMM_WORLD" in verdict.failure
 
 
-def test_a_sibling_that_imports_the_module_lets_nothing_off(tmp_path):
-    (tmp_path / "mpi_1_data_parallel.py").write_text(MODULE)
-    (tmp_path / "helpers.py").write_text("from .mpi_1_data_parallel import averaging\n")
+def test_what_siblings_that_can_run_import_from_the_module_is_reached(tmp_path):
+    """Only modules the graded one imports (transitively) run beside it: a student's test
+    script that imports it changes nothing (alternatives round six); an imported sibling
+    that takes a function by name reaches it, and one that takes the module itself lets
+    nothing off."""
+    module = MODULE.replace("from mpi4py import MPI\n",
+                            "from mpi4py import MPI\n\nimport helpers\n")
+    (tmp_path / "mpi_1_data_parallel.py").write_text(module)
+    (tmp_path / "test_mine.py").write_text("import mpi_1_data_parallel as dp\n")
+    (tmp_path / "helpers.py").write_text("X = 1\n")
+    unreached = unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch")
+    allreduce = _lines_of(module, "def allreduce_gradients", "    return list")
+    assert allreduce <= unreached
+    (tmp_path / "helpers.py").write_text("from mpi_1_data_parallel import allreduce_gradients\n")
+    unreached = unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch")
+    assert unreached and not allreduce & unreached
+    (tmp_path / "helpers.py").write_text("from . import mpi_1_data_parallel\n")
     assert unreached_lines(tmp_path, "mpi_1_data_parallel", "scatter_batch") == frozenset()

@@ -15,7 +15,6 @@ from grader.cases import mpi as mpi_cases
 from grader.cases import mpi_combined
 from grader.checks import mpi as mpi_checks
 from grader.examples import all_specs, materialize
-from grader.parts import mpi as part3
 from grader.parts import mpi_job
 from grader.scoring import DEFAULT_CONFIG
 from nnkit.collectives import find_mpiexec

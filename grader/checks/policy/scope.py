@@ -12,9 +12,11 @@ real one), except where `scatter_batch`, which gets a counting communicator, can
   default values, annotations and base classes; a decorated function is reached (its
   decorator is handed it: `@HOOKS.append`), and so is every class (its body runs at
   import);
-- a module that some module of the folder imports by its own name (`import this_module`,
-  `from . import this_module`, `from this_module import f`) hands out its functions as
-  attributes: then nothing is let off.
+- what the folder's modules that can run beside it (it, and those it imports) import
+  from it by name (`from this_module import f`) is reached; one that binds the module
+  itself (`import this_module`, `from . import this_module`) hands out all its functions
+  as attributes: then nothing is let off. A module nothing imports (a student's own test
+  script) never runs in a grading job.
 
 Code under `if __name__ == "__main__":` is not run by the grader. getattr, globals() and
 the other ways to reach a function by a computed name are refused by the policy itself.
@@ -38,7 +40,8 @@ def unreached_lines(folder: Path, module: str, function: str) -> frozenset[int]:
     cannot reach; empty when the module cannot be read or parsed, has no such function,
     or is imported by name (then nothing is let off)."""
     tree = _parse(Path(folder) / f"{module}.py")
-    if tree is None or _imported_by_name(Path(folder), module):
+    imported = _imported_names(Path(folder), module)
+    if tree is None or imported is None:
         return frozenset()
     defs: dict[str, ast.AST] = {}
     for node in tree.body:
@@ -48,7 +51,7 @@ def unreached_lines(folder: Path, module: str, function: str) -> frozenset[int]:
             defs[node.name] = node
     if function not in defs:
         return frozenset()
-    todo = [function]
+    todo = [function, *(name for name in imported if name in defs)]
     for node in tree.body:
         if isinstance(node, ast.ClassDef) or (isinstance(node, _FUNCTIONS)
                                               and node.decorator_list):
@@ -91,29 +94,50 @@ def _run_at_definition(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast
             *([node.returns] if node.returns is not None else [])]
 
 
-def _imported_by_name(folder: Path, module: str) -> bool:
-    """Does a module of the folder import `module` by its name (absolute or relative)?
-    True too when the folder cannot be listed, a file cannot be parsed, or holds more
-    than MAX_MODULES modules."""
+def _imported_names(folder: Path, module: str) -> set[str] | None:
+    """The names that the modules which can run beside `module` (it, and the folder's
+    modules it imports, transitively) import from it (`from module import f`); None when
+    one of them binds the module itself (`import module`, `from . import module`), which
+    hands out all its functions, or cannot be read or parsed, or there are more than
+    MAX_MODULES. A module nothing imports (a student's test script) never runs here."""
     try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        present = {n[:-3] for n in os.listdir(folder) if n.endswith(".py")}
     except OSError:
-        return True
-    if len(names) > MAX_MODULES:
-        return True
-    for name in names:
-        tree = _parse(folder / name)
+        return None
+    if len(present) > MAX_MODULES:
+        return None
+    names: set[str] = set()
+    seen, todo = set(), [module]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        tree = _parse(folder / f"{current}.py")
         if tree is None:
-            return True
+            return None
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import) and any(
-                    alias.name.split(".")[-1] == module for alias in node.names):
-                return True
-            if isinstance(node, ast.ImportFrom) and (
-                    (node.module or "").split(".")[-1] == module
-                    or any(alias.name == module for alias in node.names)):
-                return True
-    return False
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top, last = alias.name.split(".")[0], alias.name.split(".")[-1]
+                    if last == module:
+                        return None
+                    if top in present:
+                        todo.append(top)
+            elif isinstance(node, ast.ImportFrom):
+                source = (node.module or "").split(".")[-1]
+                if source == module:
+                    if any(alias.name == "*" for alias in node.names):
+                        return None
+                    names.update(alias.name for alias in node.names)
+                elif source in present:
+                    todo.append(source)
+                for alias in node.names:
+                    if alias.name == module:
+                        return None
+                    if not node.module and alias.name in present:
+                        todo.append(alias.name)
+    return names
 
 
 def _names(node: ast.AST, defs: dict[str, ast.AST]) -> list[str]:
