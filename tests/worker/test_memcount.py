@@ -211,3 +211,44 @@ def test_the_solutions_tiles_return_every_element_of_a_and_b_from_shared_memory(
         (c,) = counter.to_json().values()
         assert c["operand_elements"] == host_a.size + host_b.size
         assert c["shared_operand_elements"] == share * c["operand_elements"]
+
+
+@cuda.jit
+def own_slot_roundtrip(A, out):
+    """Each thread parks the elements of A it loads in a shared slot of its own and reads
+    them back: nothing is shared between threads (a red team's, round seven)."""
+    slot = cuda.shared.array(S, np.float32)
+    t = cuda.threadIdx.x
+    acc = np.float32(0.0)
+    for k in range(A.shape[1]):
+        slot[t] = A[t, k]
+        acc += slot[t]
+    out[t] = acc
+
+
+@cuda.jit
+def two_tiles_in_dynamic_slices(A, out):
+    """Two tiles cut out of dynamic shared memory by slicing (as numba's documentation
+    does); each thread reads a neighbour's element of each."""
+    smem = cuda.shared.array(0, F32)
+    first, second = smem[:S], smem[S:2 * S]
+    t = cuda.threadIdx.x
+    first[t] = A[t, 0]
+    second[t] = A[t, 1]
+    cuda.syncthreads()
+    out[t] = first[(t + 1) % S] + second[(t + 1) % S]
+
+
+def test_only_loads_of_what_another_thread_stored_count_as_operands():
+    host_a = np.random.default_rng(5).random((S, 2), dtype=np.float32)
+    A, out = to_device(host_a), to_device(np.zeros(S, np.float32))
+    counts = {}
+    for kernel, args in ((own_slot_roundtrip, ()), (two_tiles_in_dynamic_slices, (0, 8 * S))):
+        counter = memcount.Counter()
+        counter.watch_operands(host_a, np.zeros((0, 0), np.float32), 1.0)
+        with simcheck.instrument(counter=counter):
+            kernel[(1,), (S,), *args](A, out)
+        (counts[kernel.__name__],) = counter.to_json().values()
+    assert counts["own_slot_roundtrip"]["shared_load_accesses"] == 2 * S
+    assert counts["own_slot_roundtrip"]["shared_operand_elements"] == 0
+    assert counts["two_tiles_in_dynamic_slices"]["shared_operand_elements"] == 2 * S
