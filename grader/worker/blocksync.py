@@ -114,8 +114,8 @@ class _Block:
 
 
 def _yield_after(atomic: Callable[..., Any]) -> Callable[..., Any]:
-    def run(self: Any, *args: Any) -> Any:
-        old = atomic(self, *args)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        old = atomic(self, *args, **kwargs)
         cuda_thread = threading.current_thread()
         block = getattr(getattr(cuda_thread, "_manager", None), "_blocksync", None)
         if isinstance(block, _Block):
