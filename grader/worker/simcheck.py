@@ -367,11 +367,17 @@ def _element_access(shadow: _Shadow, flat: int, thread: Any, write: bool,
     conflict = shadow.access(flat, thread, write, thread in _in_atomic)
     counter = _counter
     if counter is not None:  # (after access(): the writers are this block's)
-        writer = shadow.writer[flat]
         counter.shared_access(shadow, flat, shadow.array.itemsize, write, value,
-                              writer >= 0 and writer != thread.thread_id)
+                              _stored_by_another(shadow, flat, thread))
     if conflict is not None:
         _conflict(shadow, flat, thread, conflict)
+
+
+def _stored_by_another(shadow: _Shadow, flat: int, thread: Any) -> bool:
+    """Did another thread of the block store the element last (after shadow.access(),
+    which keeps the writers of the running block)?"""
+    writer = shadow.writer[flat]
+    return writer >= 0 and writer != thread.thread_id
 
 
 def _conflict(shadow: _Shadow, flat: int, thread: Any, conflict: tuple[str, int | None]) -> None:
@@ -406,9 +412,8 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
     for flat in flats:
         conflict = shadow.access(flat, thread, write, atomic)
         if counter is not None and len(flats) == 1:  # one element: one lane's access
-            writer = shadow.writer[flat]
             counter.shared_access(shadow, flat, alloc.itemsize, write, value,
-                                  writer >= 0 and writer != thread.thread_id)
+                                  _stored_by_another(shadow, flat, thread))
         if conflict is not None:
             _report(conflict[0], thread, conflict[1], lambda frame, flat=flat: (
                 _label("shared", alloc, alloc, frame),
@@ -445,15 +450,16 @@ class _DynamicShared(np.ndarray):
             return
         offset = self._start + int(i) * (self._step or self.itemsize)
         thread = _active.get(_get_ident())
-        tid = getattr(thread, "thread_id", -1)
+        # (block, thread): the buffer's object lives for the launch, across its blocks
+        me = (tuple(getattr(thread, "blockIdx", ())), getattr(thread, "thread_id", -1))
         writers = self._key.__dict__.setdefault("_simcheck_writers", {})
         if write:
-            writers[offset] = tid
+            writers[offset] = me
             counter.shared_access(self._key, offset // self.itemsize, self.itemsize, True)
             return
-        writer = writers.get(offset, -1)
+        writer = writers.get(offset)
         counter.shared_access(self._key, offset // self.itemsize, self.itemsize, False, value,
-                              writer >= 0 and writer != tid)
+                              writer is not None and writer[0] == me[0] and writer != me)
 
     def __getitem__(self, idx: Any) -> Any:
         value = _getitem(self, idx)
