@@ -16,6 +16,10 @@ endif
 SUBMISSIONS ?=
 OUT ?= grades
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+# Test processes (pytest-xdist): one per core, at most 4, since many tests grade with two
+# jobs of their own. A test file stays on one process (its fixtures grade once).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+PARALLEL = $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadfile")
 COURSE ?= build/course
 
 .PHONY: help grade check test test-all lint starter data train bench-gemm bench-train clean distclean
@@ -72,11 +76,11 @@ check: $(SETUP)
 # `make test` leaves out tests marked slow (full sweeps, kept in reduced form here);
 # `make test-all` runs everything, MARK= narrows it to one part's tests.
 test: $(SETUP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" $(PARALLEL)
 	$(PY) -m ruff check .
 
 test-all: $(SETUP)
-	$(PY) -m pytest -q $(if $(MARK),-m "$(MARK)")
+	$(PY) -m pytest -q $(if $(MARK),-m "$(MARK)") $(PARALLEL)
 	$(PY) -m ruff check .
 
 lint: $(SETUP)
