@@ -361,6 +361,12 @@ class CountingComm:
         self.unknown = 0
         self.problems: list[str] = []
 
+    @property
+    def __class__(self) -> type:
+        """The wrapped communicator's class, for isinstance tests of the code it is handed
+        to (type() still tells the truth)."""
+        return self._comm.__class__
+
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._comm, name)
         if not callable(target):
@@ -479,6 +485,10 @@ def counting_proxy(comm: Any, tally: list[int] | None = None,
 
         def __repr__(self) -> str:
             return f"<communicator of {size} rank(s)>"
+
+        @property
+        def __class__(self) -> type:  # isinstance(comm, MPI.Intracomm) holds; type() is true
+            return mpi.Intracomm if mpi is not None else Counted
 
     def counted(result: Any) -> Any:
         """`result`, with every communicator in it counted into the same tally (Idup
@@ -606,6 +616,12 @@ class PointToPointComm:
 
     def __repr__(self) -> str:
         return "<point-to-point communicator of the ring item>"
+
+    @property
+    def __class__(self) -> type:
+        """MPI.Intracomm, for isinstance tests (type() still tells the truth)."""
+        mpi = _mpi()
+        return mpi.Intracomm if mpi is not None else PointToPointComm
 
     @property
     def rank(self) -> int:

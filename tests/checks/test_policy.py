@@ -288,6 +288,27 @@ def test_derived_datatypes_are_not_new_communicators(tmp_path):
     assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [("mpi-comm", 9)]
 
 
+def test_communicator_classes_only_in_annotations_and_isinstance_tests(tmp_path):
+    """`isinstance(comm, MPI.Intracomm)` is a student's sanity check and hands out a bool;
+    the class as a value (a handle's way back to COMM_WORLD), its methods, or a test by an
+    isinstance of the submission's own are refused."""
+    source = ("from mpi4py import MPI\n"
+              "def f(comm: MPI.Comm):\n"
+              "    assert isinstance(comm, MPI.Intracomm)\n"
+              "    assert isinstance(comm, (MPI.Comm, MPI.Intercomm)) or issubclass(int, MPI.Group)\n"
+              "    cls = MPI.Intracomm\n"
+              "    isinstance(comm, MPI.Comm.f2py(0))\n"
+              "    return isinstance(comm, tuple(x for x in [MPI.Comm]))\n")
+    assert _rules(tmp_path / "a", source, module="mpi_1_data_parallel") == [
+        ("mpi-comm", 5), ("mpi-comm", 6), ("mpi-comm", 7)]
+    shadowed = ("from mpi4py import MPI\n"
+                "def isinstance(a, b):\n"
+                "    return b\n"
+                "def f(comm):\n"
+                "    return isinstance(comm, MPI.Intracomm)\n")
+    assert _rules(tmp_path / "b", shadowed, module="mpi_1_data_parallel") == [("mpi-comm", 5)]
+
+
 def test_numpy_in_gemm_is_for_scalars_and_setup_but_free_in_mpi(tmp_path):
     source = ("import numpy as np\n"
               "a = np.float32(1) + np.zeros(3) + np.array([1, 2]) + np.ceil(2.5)\n"

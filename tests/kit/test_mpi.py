@@ -93,6 +93,21 @@ def test_counting_comm_counts_point_to_point_and_collectives():
     assert counted.calls == {"Send": 1, "Scatterv": 1, "Allreduce": 1}
 
 
+def test_the_kits_communicators_pass_isinstance_tests_as_intracommunicators():
+    """A student's `assert isinstance(comm, MPI.Intracomm)` holds for every communicator
+    the kit hands to graded code, while type() and mpi4py's own checks see the proxy."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    counting = collectives.CountingComm(MPI.COMM_SELF)
+    proxy, _ = collectives.counting_proxy(MPI.COMM_SELF)
+    ring = collectives.PointToPointComm()
+    for comm in (counting, proxy, ring, collectives.CountingComm(proxy)):
+        assert isinstance(comm, MPI.Intracomm) and isinstance(comm, MPI.Comm)
+        assert not isinstance(comm, MPI.Intercomm) and type(comm) is not MPI.Intracomm
+        with pytest.raises(TypeError):
+            MPI.Intracomm(comm)  # a copy of the real communicator: still refused
+    assert counting.Get_size() == proxy.Get_size() == 1
+
+
 @pytest.mark.parametrize("version, wanted, unwanted", [
     ("mpiexec (OpenRTE) 4.1.6", ["--oversubscribe", "isolated"], []),
     ("mpiexec (Open MPI) 5.0.3", ["--oversubscribe"], ["isolated"]),

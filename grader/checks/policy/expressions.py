@@ -12,6 +12,7 @@ from grader.checks.policy.names import (
     FORMAT_PRIVATE,
     KERNEL_REFUSED,
     MEMORY_DUNDERS,
+    MPI_CLASSES,
     PLAIN_DUNDERS,
     REFUSED,
     Ref,
@@ -136,12 +137,26 @@ class _ExpressionRules:
                                             or FORMAT_PRIVATE.search(node.value)):
             self.flag("private", node, repr(node.value)[:60])
 
-    def _dunder_keywords(self, node: ast.Call) -> None:
-        """SimpleNamespace(__array_interface__=...): an object that is an array over any
-        address, by a keyword the attribute rules never see."""
+    def _call_arguments(self, node: ast.Call) -> None:
+        """Arguments judged by their call. A dunder keyword is refused:
+        SimpleNamespace(__array_interface__=...) is an array over any address, by a keyword
+        the attribute rules never see. The communicator classes in the classes of the
+        builtin isinstance or issubclass (`isinstance(comm, MPI.Intracomm)`) are let
+        through: such a test hands out a bool, not the class."""
         for keyword in node.keywords:
             if keyword.arg and keyword.arg.startswith("__") and keyword.arg.endswith("__"):
                 self.flag("private", keyword, f"{keyword.arg}=")
+        func = node.func
+        if not (isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass")
+                and len(node.args) == 2 and not node.keywords
+                and not (self._local(func.id) or self._module_name(func.id))):
+            return
+        classes = node.args[1]
+        for cls in classes.elts if isinstance(classes, ast.Tuple) else [classes]:
+            ref = self.resolve(cls) if isinstance(cls, ast.Attribute) else None
+            if ref is not None and ref is not REFUSED and ref.module == "mpi4py.MPI" and len(
+                    ref.rest) == 1 and ref.rest[0] in MPI_CLASSES:
+                self.handled.add(id(cls))
 
     def _own_state(self, name: str) -> bool:
         """A class of the module's own, or a plain function of its own (no decorator: not

@@ -92,8 +92,9 @@ RULES = {
                         ".x/.y/.z, .real/.imag and the cuda, math, numpy and numba names "
                         "numba compiles",
     "mpi-comm": "use only the communicator you are given, as it is: COMM_WORLD, COMM_SELF, "
-                "communicator classes, Dup, Clone, Split, Create*, Spawn, Connect, Accept, "
-                "handles (f2py, py2f, fromhandle), Abort and error handlers are not allowed",
+                "communicator classes (but in annotations and isinstance tests), Dup, "
+                "Clone, Split, Create*, Spawn, Connect, Accept, handles (f2py, py2f, "
+                "fromhandle), Abort and error handlers are not allowed",
     "mpi-tally": "the kit's tallies of a communicator (calls, bytes_sent) are the grader's "
                  "to read, not graded code's",
     "mpi-collective": "the ring all-reduce must be point-to-point (Send, Recv, Isend, Irecv, "

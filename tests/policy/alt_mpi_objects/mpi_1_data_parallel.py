@@ -1,6 +1,6 @@
 """Alternative Part 3: scatter_batch with comm.scatter of Python lists of arrays (a
 collective is fine here), allreduce_gradients with one Allreduce per array, annotations
-with MPI.Comm."""
+with MPI.Comm, and isinstance checks of the communicator."""
 
 # ruff: noqa: UP006, UP035, UP045, B905 (written as students do: typing's old names, zip)
 
@@ -17,6 +17,8 @@ def shard_counts(n: int, size: int) -> List[int]:
 
 
 def scatter_batch(comm: MPI.Comm, X: Optional[np.ndarray], labels, root: int = 0) -> tuple:
+    if not isinstance(comm, MPI.Intracomm):
+        raise TypeError(f"scatter_batch needs an intracommunicator, not {comm!r}")
     if comm.Get_rank() == root:
         counts = shard_counts(X.shape[0], comm.Get_size())
         bounds = np.cumsum([0, *counts])
@@ -30,6 +32,7 @@ def scatter_batch(comm: MPI.Comm, X: Optional[np.ndarray], labels, root: int = 0
 
 
 def allreduce_gradients(comm: MPI.Comm, grads: list, n_local: int, n_total: int) -> list:
+    assert isinstance(comm, (MPI.Comm, MPI.Intracomm))
     weight = np.float32(n_local / n_total)
     out = []
     for g in grads:

@@ -14,6 +14,7 @@ def chunk_bounds(length: int, parts: int) -> list[int]:
 
 
 def ring_allreduce(comm, buffer) -> None:
+    assert isinstance(comm, MPI.Comm), "a communicator, please"
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         return
