@@ -36,7 +36,8 @@ results count only when the kit's replay of the submission's own kernels reprodu
 
 from __future__ import annotations
 
-import dataclasses  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
+import copy  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
+import dataclasses  # noqa: F401
 import json
 import os
 import reprlib  # noqa: F401
@@ -151,10 +152,11 @@ FRAMES_INNOCENT = ("nnkit.collectives",)
 # sets its callers never see: NumPy's array printing (a recursion guard), reprlib's and
 # dataclasses' recursive_repr (a student's debugging print of an array lost whole jobs to
 # that: red team, round four). Only id() is allowed there (inspect's currentframe and the
-# like stay refused). Not copy.deepcopy, whose memo the caller may pass, nor pprint, which
-# hands its id()-keyed context to a subclass's format(): both give out addresses.
+# like stay refused). copy.deepcopy's memo is keyed by id(): the policy allows only
+# deepcopy(x), with no memo passed, and no __deepcopy__ method to be handed one. Not
+# pprint, which hands its id()-keyed context to a subclass's format().
 ID_INNOCENT = ("inspect", "json.encoder", "numpy._core.arrayprint", "numpy.core.arrayprint",
-               "reprlib", "dataclasses")
+               "reprlib", "dataclasses", "copy")
 # What the import system itself does to load a module a submission imports for the first
 # time (listing the folders of sys.path and of a package to find it, reading its cached
 # bytecode, compiling and running its file); the import itself is judged by the "import"

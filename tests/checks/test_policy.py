@@ -310,6 +310,29 @@ def test_communicator_classes_only_in_annotations_and_isinstance_tests(tmp_path)
     assert _rules(tmp_path / "b", shadowed, module="mpi_1_data_parallel") == [("mpi-comm", 5)]
 
 
+def test_deepcopy_only_without_a_memo(tmp_path):
+    """copy.deepcopy(x) copies a student's gradients; its memo maps id()s (addresses) to
+    objects, so a memo passed in, deepcopy as a value (partial, map) and __deepcopy__
+    are refused, as are copy's other names (dispatch_table reaches pickling)."""
+    source = ("import copy\n"
+              "from copy import deepcopy\n"
+              "import functools\n"
+              "def f(grads, memo):\n"
+              "    a = copy.deepcopy(grads) + deepcopy(grads) + [copy.copy(grads)]\n"
+              "    copy.deepcopy(grads, memo)\n"
+              "    deepcopy(grads, memo=memo)\n"
+              "    functools.partial(copy.deepcopy, memo=memo)\n"
+              "    list(map(deepcopy, grads, memo))\n"
+              "    copy.dispatch_table.clear()\n"
+              "    return a\n"
+              "class C:\n"
+              "    def __deepcopy__(self, memo):\n"
+              "        return memo\n")
+    assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [
+        ("builtin", 6), ("builtin", 7), ("builtin", 8), ("builtin", 9), ("builtin", 10),
+        ("private", 13)]
+
+
 def test_numpy_in_gemm_is_for_scalars_and_setup_but_free_in_mpi(tmp_path):
     source = ("import numpy as np\n"
               "a = np.float32(1) + np.zeros(3) + np.array([1, 2]) + np.ceil(2.5)\n"

@@ -2,7 +2,8 @@
 @dataclass, a NamedTuple (under `from __future__ import annotations` too) and NumPy data
 unpickled by mpi4py's lowercase calls act through compile, exec, id() and
 pickle.find_class, which the hook otherwise refuses, and so does printing an array or a
-dataclass. These pass; pprint's id(), which a subclass can read, a pickle naming any other
+dataclass, and copy.deepcopy (whose memo the policy keeps from graded code). These
+pass; pprint's id(), which a subclass can read, a pickle naming any other
 function, a string compiled by the submission itself and an annotation with a call in it
 are still refused. Run in a fresh interpreter: an audit hook cannot be removed."""
 
@@ -58,6 +59,13 @@ def debug_prints():
     return repr(numpy.arange(3.0)) + repr(Geometry((32, 8)))
 
 
+def deep_copies():
+    import copy
+
+    import numpy
+    return copy.deepcopy([numpy.ones(3), {"W": [numpy.zeros(2)]}, Geometry((1, 1))])
+
+
 def addresses_from_pprint():
     import pprint
 
@@ -91,6 +99,7 @@ assert student.Geometry((32, 8)).grid == (1, 1) and student.Layer(1, 2).b == 2
 blobs = [bytes.fromhex(h) for h in json.loads(sys.argv[2])]
 print("numpy:", len(student.receive(pickle.loads, blobs)), flush=True)
 print("printed:", len(student.debug_prints()), flush=True)
+print("copied:", len(student.deep_copies()), flush=True)
 print("stage", flush=True)
 student.receive(pickle.loads, [pickle.dumps(len)])
 student.compiled_here()
@@ -128,9 +137,9 @@ def test_stdlib_class_builders_and_numpy_pickles_pass_and_the_rest_is_refused(tm
                           ("compile", 32)], records
     # Printing an array or a dataclass calls id() inside NumPy and reprlib: not refused
     # (nothing before "stage" is). pprint hands its id()-keyed context to a subclass's
-    # format(), so its id() is the submission's (lines 46 and 49): addresses stay refused.
-    assert "printed:" in stdout
-    assert events[4:] and set(events[4:]) <= {("builtins.id", 46), ("builtins.id", 49)}
+    # format(), so its id() is the submission's (lines 53 and 56): addresses stay refused.
+    assert "printed:" in stdout and "copied: 3" in stdout  # deepcopy's id()s: innocent
+    assert events[4:] and set(events[4:]) <= {("builtins.id", 53), ("builtins.id", 56)}
 
 
 FORGER = '''\

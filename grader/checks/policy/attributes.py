@@ -236,6 +236,10 @@ class _AttributeRules:
             if attr in MPI_CLASSES:
                 return None if self.annotation else "mpi-comm"
             return None
+        if module == "copy":  # deepcopy's memo maps id()s to objects: one argument only
+            if attr == "copy" or (attr == "deepcopy" and not isinstance(node, ast.Attribute)):
+                return None
+            return "builtin"
         if module in HELPERS:
             if attr in HELPERS[module]:
                 return "builtin" if attr in HELPER_GETATTR else "import"

@@ -9,6 +9,7 @@ from grader.checks.policy.kernels import _launch
 from grader.checks.policy.names import (
     BINDABLE_DUNDERS,
     DANGER_BUILTINS,
+    DEEPCOPY,
     FORMAT_PRIVATE,
     KERNEL_REFUSED,
     MEMORY_DUNDERS,
@@ -147,6 +148,9 @@ class _ExpressionRules:
             if keyword.arg and keyword.arg.startswith("__") and keyword.arg.endswith("__"):
                 self.flag("private", keyword, f"{keyword.arg}=")
         func = node.func
+        if self.resolve(func) == DEEPCOPY and len(node.args) == 1 and not node.keywords \
+                and not isinstance(node.args[0], ast.Starred):
+            self.handled.add(id(func))  # deepcopy(x): no memo of ids handed in or out
         if not (isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass")
                 and len(node.args) == 2 and not node.keywords
                 and not (self._local(func.id) or self._module_name(func.id))):
@@ -193,6 +197,9 @@ class _ExpressionRules:
                 return
             ref = self.resolve(node)
             if ref is not None and ref is not REFUSED:
+                if ref == DEEPCOPY:  # other than as deepcopy(x), above
+                    self.flag("builtin", node, f"{name} (deepcopy but in a one-argument call)")
+                    return
                 if ref == Ref("numba.cuda", ("jit",)) and not self.decorator:
                     self.flag("jit", node, name)
                     return

@@ -245,6 +245,7 @@ HELPERS = {
     "itertools": frozenset(), "operator": frozenset({"attrgetter", "methodcaller"}),
     "collections": frozenset(), "collections.abc": frozenset(), "enum": frozenset(),
     "abc": frozenset(), "warnings": frozenset(), "time": frozenset(),
+    "copy": frozenset(),  # copy and deepcopy only (attributes.py)
 }
 # Of `types`, what builds data and nothing else (the rest makes functions, code, modules
 # and classes, or reaches frames): SimpleNamespace for a bag of layers or sizes.
@@ -321,6 +322,9 @@ class Ref(NamedTuple):
 
     def dotted(self) -> str:
         return ".".join((self.module, *self.rest))
+
+
+DEEPCOPY = Ref("copy", ("deepcopy",))  # allowed as deepcopy(x) only
 
 
 REFUSED = Ref("!")

@@ -18,11 +18,13 @@ RULES = {
     "import": "graded modules may import only numpy, math, cmath, numba (cuda, types), "
               "nnkit.backend, mpi4py.MPI (Part 3), __future__, typing, dataclasses, "
               "functools, itertools, operator, collections, enum, abc, warnings, time, "
-              "types (SimpleNamespace) and the submission's own modules",
+              "copy (copy, deepcopy), types (SimpleNamespace) and the submission's own "
+              "modules",
     "star-import": "`from ... import *` hides what a module takes: import the names you use",
     "builtin": "eval, exec, compile, __import__, getattr, setattr, delattr, vars, globals, "
                "locals, open, input, breakpoint, help, memoryview, id, exit, quit, "
                "SystemExit, KeyboardInterrupt, attrgetter, methodcaller, get_type_hints, "
+               "copy's other names and deepcopy but as deepcopy(x), "
                "type() with 3 arguments and super() outside a method reach around the "
                "language; graded code has no use for them",
     "private": "underscore names and interpreter internals (__dict__, __class__, "
