@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import compileall
 import importlib
 import os
 import shutil
@@ -71,6 +72,9 @@ def staged_kit() -> Path:
             (root / "grader").mkdir()
             shutil.copy(GRADER_PACKAGE / "__init__.py", root / "grader")
             shutil.copytree(WORKER_PACKAGE, root / "grader" / "worker", ignore=skip)
+            # Compiled once here: jobs may not write bytecode, and each would otherwise
+            # compile what it imports of the kit again (about 0.1 s of CPU per job).
+            compileall.compile_dir(root, quiet=1)
             for path in [root, *root.rglob("*")]:
                 path.chmod(0o755 if path.is_dir() else 0o644)
             _kit = root

@@ -288,7 +288,10 @@ class Guard:
         if name.startswith("<") or (self._inside(name, self.read_roots)
                                     and not self._inside(name, self.scratch)):
             return ""
-        return "submission"
+        # A library imported through a link (a venv that links to another checkout's):
+        # judged by where its file really is. What a link leads to runs the code there.
+        real = os.path.realpath(name)
+        return self._kind(real) if real != name else "submission"
 
     # the hook ------------------------------------------------------------------------
 

@@ -198,3 +198,27 @@ def test_a_file_name_of_a_str_subclass_is_the_submissions(tmp_path):
     assert [r["event"] for r in records][:2] == ["compile", "exec"], records
     assert ("sys._getframe", "code of a forged file name") in [
         (r["event"], r["file"]) for r in records], records
+
+
+def test_a_library_reached_through_a_link_is_judged_where_it_really_is(tmp_path):
+    """A venv that links to another checkout's (`ln -s ../main/.venv .venv`): the worker's
+    library roots are real paths, the modules' files the linked ones. Such a library is a
+    library; a file of the scratch folder or elsewhere stays the submission's."""
+    from grader.worker.guard import Guard
+
+    real = tmp_path / "main" / "site-packages"
+    (real / "numba").mkdir(parents=True)
+    (real / "numba" / "kernelapi.py").write_text("")
+    (tmp_path / "clone").mkdir()
+    (tmp_path / "clone" / "venv").symlink_to(real)
+    submission, scratch = tmp_path / "sub", tmp_path / "scratch"
+    submission.mkdir()
+    scratch.mkdir()
+    (scratch / "lib").symlink_to(submission)
+    guard = Guard(submission, [], tmp_path / "guard.jsonl", scratch=[scratch],
+                  read_roots=[real])
+    assert guard._kind(str(tmp_path / "clone" / "venv" / "numba" / "kernelapi.py")) == ""
+    assert guard._kind(str(real / "numba" / "kernelapi.py")) == ""
+    assert guard._kind(str(scratch / "mine.py")) == "submission"
+    assert guard._kind(str(scratch / "lib" / "gemm_1_naive.py")) == "submission"
+    assert guard._kind(str(tmp_path / "elsewhere.py")) == "submission"
