@@ -521,7 +521,8 @@ class _Tally:
     """The real communicator and what went through it; lives only as a local variable of
     call_point_to_point's frame (see PointToPointComm)."""
 
-    __slots__ = ("comm", "size", "rank", "sent_to", "calls", "unknown", "problems", "wide")
+    __slots__ = ("comm", "size", "rank", "sent_to", "calls", "unknown", "problems", "wide",
+                 "requests")
 
     def __init__(self, comm: Any):
         self.comm = comm
@@ -531,6 +532,11 @@ class _Tally:
         self.unknown = 0
         self.problems: list[str] = []
         self.wide = 0  # bytes sent in messages of 8-byte elements (a float64 copy)
+        self.requests: list[Any] = []  # of the nonblocking calls, to see them completed
+
+    def started(self, request: Any) -> Any:
+        self.requests.append(request)
+        return request
 
     def sending(self, name: str, payload: Any, dest: Any, pickled: bool = False) -> None:
         self.calls[name] += 1
@@ -654,12 +660,12 @@ class PointToPointComm:
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Any:
         tally = _tally()
         tally.sending("Isend", buf, dest)
-        return tally.comm.Isend(buf, dest, tag)
+        return tally.started(tally.comm.Isend(buf, dest, tag))
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Any:
         tally = _tally()
         tally.sending("Issend", buf, dest)
-        return tally.comm.Issend(buf, dest, tag)
+        return tally.started(tally.comm.Issend(buf, dest, tag))
 
     def Rsend(self, buf: Any, dest: int, tag: int = 0) -> None:
         tally = _tally()
@@ -669,26 +675,28 @@ class PointToPointComm:
     def Irsend(self, buf: Any, dest: int, tag: int = 0) -> Any:
         tally = _tally()
         tally.sending("Irsend", buf, dest)
-        return tally.comm.Irsend(buf, dest, tag)
+        return tally.started(tally.comm.Irsend(buf, dest, tag))
 
     def Isendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                   source: int = _ANY, recvtag: int = _ANY) -> Any:
         tally = _tally()
         tally.sending("Isendrecv", sendbuf, dest)
-        return tally.comm.Isendrecv(sendbuf, dest, sendtag, recvbuf, _source(source),
-                                    _tag(recvtag))
+        return tally.started(tally.comm.Isendrecv(sendbuf, dest, sendtag, recvbuf,
+                                                  _source(source), _tag(recvtag)))
 
     def Isendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = _ANY,
                           recvtag: int = _ANY) -> Any:
         tally = _tally()
         tally.sending("Isendrecv_replace", buf, dest)
-        return tally.comm.Isendrecv_replace(buf, dest, sendtag, _source(source), _tag(recvtag))
+        return tally.started(tally.comm.Isendrecv_replace(buf, dest, sendtag, _source(source),
+                                                          _tag(recvtag)))
 
     def Recv(self, buf: Any, source: int = _ANY, tag: int = _ANY, status: Any = None) -> None:
         return _tally().receiving("Recv").Recv(buf, _source(source), _tag(tag), status)
 
     def Irecv(self, buf: Any, source: int = _ANY, tag: int = _ANY) -> Any:
-        return _tally().receiving("Irecv").Irecv(buf, _source(source), _tag(tag))
+        tally = _tally()
+        return tally.started(tally.receiving("Irecv").Irecv(buf, _source(source), _tag(tag)))
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY, recvtag: int = _ANY, status: Any = None) -> None:
@@ -717,19 +725,20 @@ class PointToPointComm:
     def isend(self, obj: Any, dest: int, tag: int = 0) -> Any:
         tally = _tally()
         tally.sending("isend", obj, dest, pickled=True)
-        return tally.comm.isend(obj, dest, tag)
+        return tally.started(tally.comm.isend(obj, dest, tag))
 
     def issend(self, obj: Any, dest: int, tag: int = 0) -> Any:
         tally = _tally()
         tally.sending("issend", obj, dest, pickled=True)
-        return tally.comm.issend(obj, dest, tag)
+        return tally.started(tally.comm.issend(obj, dest, tag))
 
     def recv(self, buf: Any = None, source: int = _ANY, tag: int = _ANY,
              status: Any = None) -> Any:
         return _tally().receiving("recv").recv(buf, _source(source), _tag(tag), status)
 
     def irecv(self, buf: Any = None, source: int = _ANY, tag: int = _ANY) -> Any:
-        return _tally().receiving("irecv").irecv(buf, _source(source), _tag(tag))
+        tally = _tally()
+        return tally.started(tally.receiving("irecv").irecv(buf, _source(source), _tag(tag)))
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY, recvtag: int = _ANY, status: Any = None) -> Any:
@@ -774,12 +783,17 @@ def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
     `sent_to`, the bytes this rank handed to MPI for each rank of comm (dest = PROC_NULL or
     this rank itself: moved nowhere, still listed at its own index); `calls`, the methods
     used by name; `unknown` and `problems`, sends whose size the kit could not read
-    (counting never fails a call). What a rank received is what the others sent to it:
-    the grader adds it up from every rank's tally."""
+    (counting never fails a call); `pending`, the nonblocking calls' requests that were
+    not complete when fn returned (never waited on or tested to completion). What a
+    rank received is what the others sent to it: the grader adds it up from every
+    rank's tally."""
     tally = _Tally(comm)  # found by PointToPointComm's calls on the stack: keep the name
     fn(PointToPointComm(), *args)
+    null = _mpi().REQUEST_NULL
+    pending = sum(1 for request in tally.requests if request != null)
     return {"sent_to": list(tally.sent_to), "calls": dict(tally.calls),
-            "unknown": tally.unknown, "problems": list(tally.problems), "wide": tally.wide}
+            "unknown": tally.unknown, "problems": list(tally.problems), "wide": tally.wide,
+            "pending": pending}
 
 
 _CALL_CODE = call_point_to_point.__code__

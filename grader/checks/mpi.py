@@ -213,6 +213,14 @@ def check_ring(case: dict, got: list[dict[str, np.ndarray]],
         ok, message, ratio = _within(got[r]["got"], exact, bound, f"rank {r}'s buffer")
         if not ok:
             return False, message + ring_hint(got, inputs, r, exact, bound)
+        pending = int(got[r].get("pending", 0))
+        if pending:
+            # A send never waited on may complete by luck (a small message goes eagerly)
+            # and its request leaks; on larger messages or another MPI it hangs or races.
+            return False, (f"rank {r} returned with {pending} nonblocking request(s) (Isend, "
+                           "Irecv, ...) not complete: finish each with Wait, Waitall or a "
+                           "Test that returns True before ring_allreduce returns (its "
+                           "buffer may not be reused before then, and MPI may never send it)")
         worst = max(worst, ratio)
         library = got[r]["mpi"].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):

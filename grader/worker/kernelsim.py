@@ -8,7 +8,8 @@ single elements: NumPy functions (ufuncs) and array methods on kernel arguments 
 exist there. `install()` makes the simulator's kernel arrays refuse them too, so that a
 kernel graded in the simulator is one that could run on a GPU. It also mends one place
 where the simulator refuses what a GPU runs: dynamic shared memory of a NumPy scalar type
-(`cuda.shared.array(0, np.float32)`), for which it reads `itemsize` off the class.
+(`cuda.shared.array(0, np.float32)`), for which it reads `itemsize` off the class, and
+adds the host's cuda.is_cuda_array and as_cuda_array, which it lacks.
 """
 
 from __future__ import annotations
@@ -50,8 +51,29 @@ def install() -> bool:
     cls.__array_ufunc__ = array_ufunc
     cls.__getattr__ = getattr_
     _mend_dynamic_shared()
+    _mend_host_api()
     _check_launch_limits()
     return True
+
+
+def _mend_host_api() -> None:
+    """numba.cuda.is_cuda_array and as_cuda_array, which a GPU has and the simulator lacks:
+    a launcher that checks its arguments with them failed every case in the simulator."""
+    from numba import cuda
+    from numba.cuda.simulator.cudadrv import devicearray
+
+    def is_cuda_array(obj: Any) -> bool:
+        return devicearray.is_cuda_ndarray(obj)
+
+    def as_cuda_array(obj: Any, sync: bool = True) -> Any:
+        if not devicearray.is_cuda_ndarray(obj):
+            raise TypeError("*obj* doesn't implement the cuda array interface.")
+        return obj
+
+    if not hasattr(cuda, "is_cuda_array"):
+        cuda.is_cuda_array = is_cuda_array
+    if not hasattr(cuda, "as_cuda_array"):
+        cuda.as_cuda_array = as_cuda_array
 
 
 # What a GPU launches (compute capability 7.0 and later): threads a block, per dimension

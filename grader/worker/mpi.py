@@ -142,6 +142,7 @@ def run_ring(n: int, case: dict, comm: Any, submission: Path,
             "sent_to": np.array(count["sent_to"], dtype=np.int64),
             "unknown": np.array(count["unknown"], dtype=np.int64),
             "wide": np.array(count["wide"], dtype=np.int64),
+            "pending": np.array(count["pending"], dtype=np.int64),
             "calls": np.array(sorted(count["calls"]), dtype=str),
             "problems": np.array(count["problems"], dtype=str)}
 

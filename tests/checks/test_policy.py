@@ -308,6 +308,28 @@ def test_communicator_classes_only_in_annotations_and_isinstance_tests(tmp_path)
                 "def f(comm):\n"
                 "    return isinstance(comm, MPI.Intracomm)\n")
     assert _rules(tmp_path / "b", shadowed, module="mpi_1_data_parallel") == [("mpi-comm", 5)]
+    imported = ("from mpi4py.MPI import Intracomm, Comm as C\n"
+                "def f(comm: Intracomm) -> C:\n"
+                "    assert isinstance(comm, (Intracomm, C))\n"
+                "    kind = Intracomm\n"
+                "    return Intracomm.f2py(0), C.Get_parent()\n")
+    assert _rules(tmp_path / "c", imported, module="mpi_1_data_parallel") == [
+        ("mpi-comm", 4), ("mpi-comm", 5), ("mpi-comm", 5)]
+
+
+def test_names_of_classes_may_be_read_but_not_the_classes(tmp_path):
+    """A __repr__ writes `type(self).__name__` or `self.__class__.__name__`: strings. The
+    class itself (`self.__class__`, its __dict__ or __mro__) stays refused."""
+    source = ("class Plan:\n"
+              "    def __repr__(self):\n"
+              "        return type(self).__name__ + self.__class__.__qualname__ + (\n"
+              "            Plan.__doc__ or '')\n"
+              "    def leak(self):\n"
+              "        return self.__class__, type(self).__mro__, self.__class__.__dict__\n"
+              "    def rename(self):\n"
+              "        type(self).__name__ = 'x'\n")
+    assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [
+        ("private", 6), ("private", 6), ("private", 8)]  # (self.__class__ once a line)
 
 
 def test_deepcopy_only_without_a_memo(tmp_path):
@@ -468,6 +490,10 @@ def test_another_communicator_is_a_note_in_the_data_module_and_fails_the_ring(tm
     assert "comm.Abort" in lenient.note
     strict = anticheat.policy_verdict(tmp_path, "mpi_2_ring", "mpi", "enforce")
     assert "MPI.COMM_WORLD" in strict.failure
+    # comm.Abort on an error path is a note even without the lenient scope: at run time
+    # it only ends the submission's own job (and the ring's communicator refuses it).
+    aborting = anticheat.policy_verdict(tmp_path, "mpi_1_data_parallel", "mpi", "enforce")
+    assert "comm.Abort" in aborting.note and "comm.Abort" not in aborting.failure
 
 
 def test_modules_that_look_objects_up_by_a_dotted_string_fail_the_item(tmp_path):

@@ -1,7 +1,8 @@
 """The simulator as the worker sets it up (grader/worker/kernelsim.py): dynamic shared
 memory of a NumPy scalar type, which numba compiles for a GPU, runs; static shared arrays
 on different lines stay apart (the mended allocator keys them by the kernel's line, not
-its own). Run in a fresh interpreter: the simulator is chosen at import."""
+its own); cuda.is_cuda_array and as_cuda_array exist, as on a GPU. Run in a fresh
+interpreter: the simulator is chosen at import."""
 
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ dynamic[1, 4, 0, 16](out)
 print("dynamic", out.tolist())
 two_static[1, 4](out)
 print("static", out.tolist())
+device = cuda.to_device(out)
+print("host api", cuda.is_cuda_array(device), cuda.is_cuda_array(out),
+      cuda.as_cuda_array(device) is device)
 '''
 
 
@@ -55,6 +59,7 @@ def test_dynamic_shared_memory_of_a_numpy_type_runs_and_static_arrays_stay_apart
     assert result.returncode == 0, result.stderr[-2000:]
     assert "dynamic [3.0, 2.0, 1.0, 0.0]" in result.stdout
     assert "static [21.0, 21.0, 21.0, 21.0]" in result.stdout
+    assert "host api True False True" in result.stdout  # as on a GPU
 
 
 LIMITS = '''\

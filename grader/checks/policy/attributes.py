@@ -30,6 +30,7 @@ from grader.checks.policy.names import (
     MPI_CLASSES,
     MPI_DENY,
     MPI_MEMORY,
+    NAME_DUNDERS,
     NAMEDTUPLE_API,
     NP_HOST_OK,
     NUMBA_TYPES,
@@ -44,6 +45,7 @@ from grader.checks.policy.names import (
     SUBMODULES,
     Ref,
     is_collective,
+    mpi_class,
 )
 
 
@@ -52,6 +54,11 @@ class _AttributeRules:
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         base = node.value
+        if node.attr in NAME_DUNDERS and isinstance(base, ast.Attribute) and (
+                base.attr == "__class__"):  # self.__class__.__name__: a string, not the class
+            self.handled.add(id(base))
+            self.visit(base.value)
+            return
         before = len(self.found)
         if isinstance(base, ast.Name):
             self.handled.add(id(base))
@@ -106,10 +113,14 @@ class _AttributeRules:
         ref = self.resolve(base)
         if ref is REFUSED:
             return None  # the import was reported
+        if mpi_class(ref) and not self.annotation:  # Intracomm.f2py of `from ... import`
+            return "mpi-comm"
         sibling_module = ref is not None and ref.is_module and ref.module.startswith(
             "sibling:")
         if attr.startswith("_"):
             dunder = attr.startswith("__") and attr.endswith("__")
+            if attr in NAME_DUNDERS and isinstance(node.ctx, ast.Load):
+                return None  # a string: f"{type(self).__name__}(...)" in a __repr__
             if attr in NAMEDTUPLE_API and not (ref is not None and ref.is_module):
                 return None  # a namedtuple's public methods (point._replace(x=1))
             if self._self_like(base) or self._super_call(base):
@@ -146,6 +157,8 @@ class _AttributeRules:
                 return "host-copy"
         if attr in COUNTING and self.part == "mpi" and not self._self_like(base):
             return "mpi-tally"
+        if attr == "Abort" and self.part == "mpi" and not (ref is not None and ref.is_module):
+            return "mpi-abort"  # a note: at run time it only ends the submission's own job
         if (attr in COMM_DENY or attr.startswith(("Create", "Split", "Spawn", "Dup", "Idup"))) \
                 and attr not in DATATYPE_CTORS:
             if not (ref is not None and ref.is_module) and not self._self_like(base):
@@ -233,8 +246,9 @@ class _AttributeRules:
                 return "memory"
             if attr in MPI_DENY:
                 return "mpi-comm"
-            if attr in MPI_CLASSES:
-                return None if self.annotation else "mpi-comm"
+            if attr in MPI_CLASSES:  # imported for annotations: its uses are judged
+                return None if self.annotation or isinstance(node, ast.ImportFrom) else (
+                    "mpi-comm")
             return None
         if module == "copy":  # deepcopy's memo maps id()s to objects: one argument only
             if attr == "copy" or (attr == "deepcopy" and not isinstance(node, ast.Attribute)):

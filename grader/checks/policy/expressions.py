@@ -13,11 +13,11 @@ from grader.checks.policy.names import (
     FORMAT_PRIVATE,
     KERNEL_REFUSED,
     MEMORY_DUNDERS,
-    MPI_CLASSES,
     PLAIN_DUNDERS,
     REFUSED,
     Ref,
     _short,
+    mpi_class,
 )
 
 
@@ -157,9 +157,7 @@ class _ExpressionRules:
             return
         classes = node.args[1]
         for cls in classes.elts if isinstance(classes, ast.Tuple) else [classes]:
-            ref = self.resolve(cls) if isinstance(cls, ast.Attribute) else None
-            if ref is not None and ref is not REFUSED and ref.module == "mpi4py.MPI" and len(
-                    ref.rest) == 1 and ref.rest[0] in MPI_CLASSES:
+            if isinstance(cls, ast.Attribute | ast.Name) and mpi_class(self.resolve(cls)):
                 self.handled.add(id(cls))
 
     def _own_state(self, name: str) -> bool:
@@ -197,6 +195,9 @@ class _ExpressionRules:
                 return
             ref = self.resolve(node)
             if ref is not None and ref is not REFUSED:
+                if mpi_class(ref) and not self.annotation:  # `from mpi4py.MPI import Comm`
+                    self.flag("mpi-comm", node, name)
+                    return
                 if ref == DEEPCOPY:  # other than as deepcopy(x), above
                     self.flag("builtin", node, f"{name} (deepcopy but in a one-argument call)")
                     return

@@ -26,6 +26,9 @@ METADATA_DUNDERS = frozenset({"__author__", "__version__", "__license__", "__ema
 # __spec__, __class__, is an interpreter internal).
 PLAIN_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__qualname__", "__module__",
                            "__all__", "__slots__", "__annotations__"}) | METADATA_DUNDERS
+# Dunder attributes that are a name or a text, readable on anything (`type(self).__name__`
+# and `self.__class__.__name__` in a __repr__).
+NAME_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"})
 # Dunder names a module or class may bind (__name__ is not one: rebinding it would make
 # the `if __name__ == "__main__":` block, which is not checked, run).
 BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__doc__"}) | METADATA_DUNDERS
@@ -215,7 +218,7 @@ MPI_CLASSES = frozenset({"Comm", "Intracomm", "Intercomm", "Topocomm", "Cartcomm
 COMM_DENY = frozenset({
     "Dup", "Dup_with_info", "Idup", "Idup_with_info", "Clone", "Split", "Split_type",
     "Get_parent", "Connect", "Accept", "Spawn", "Spawn_multiple", "Join", "Merge", "f2py",
-    "py2f", "fromhandle", "handle", "Abort", "Disconnect", "Set_errhandler",
+    "py2f", "fromhandle", "handle", "Disconnect", "Set_errhandler",
     "Call_errhandler", "Attach_buffer", "Detach_buffer", "Set_attr", "Get_attr",
     "Delete_attr", "Free_keyval",
 })
@@ -325,6 +328,13 @@ class Ref(NamedTuple):
 
 
 DEEPCOPY = Ref("copy", ("deepcopy",))  # allowed as deepcopy(x) only
+
+
+def mpi_class(ref: Ref | None) -> bool:
+    """Does `ref` stand for a communicator class of mpi4py (MPI.Intracomm, ...)? Allowed
+    in annotations and isinstance tests only."""
+    return (ref is not None and ref.module == "mpi4py.MPI" and len(ref.rest) == 1
+            and ref.rest[0] in MPI_CLASSES)
 
 
 REFUSED = Ref("!")

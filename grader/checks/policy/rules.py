@@ -96,7 +96,9 @@ RULES = {
     "mpi-comm": "use only the communicator you are given, as it is: COMM_WORLD, COMM_SELF, "
                 "communicator classes (but in annotations and isinstance tests), Dup, "
                 "Clone, Split, Create*, Spawn, Connect, Accept, handles (f2py, py2f, "
-                "fromhandle), Abort and error handlers are not allowed",
+                "fromhandle) and error handlers are not allowed",
+    "mpi-abort": "comm.Abort ends every rank of the job, the grader's checks with them: "
+                 "raise an exception instead (the rank's error is then reported)",
     "mpi-tally": "the kit's tallies of a communicator (calls, bytes_sent) are the grader's "
                  "to read, not graded code's",
     "mpi-collective": "the ring all-reduce must be point-to-point (Send, Recv, Isend, Irecv, "

@@ -26,7 +26,7 @@ def spy(comm, buffer):
     memory = MPI.memory.fromaddress(0, 8)  # expect: memory
     data = MPI.pickle.loads(b"")  # expect: memory
     group = comm.Create_group(comm.Get_group())  # expect: mpi-comm
-    comm.Abort(1)  # expect: mpi-comm
+    comm.Abort(1)  # expect: mpi-abort
     gathered = comm.allgather(buffer)
     return (world, duplicate, half, inner, other, same, memory, data, group, gathered,
             allreduce_gradients, scatter_batch)

@@ -11,7 +11,7 @@ from nnkit.backend import to_device
 cells = to_device.__closure__  # expect: private
 original = cells[0].cell_contents  # expect: private
 for obj in gc.get_objects():
-    if type(obj).__name__ == "Traps":  # expect: private
+    if type(obj).__name__ == "Traps":  # a name is a string (gc, above, is what is refused)
         obj.disarm()
 frame_globals = (lambda: 0).__globals__  # expect: private
 subclasses = ().__class__.__base__.__subclasses__()  # expect: private
