@@ -116,15 +116,17 @@ def kit_roots() -> list[Path]:
 
 
 def confine(submission: Path, out: Path, scratch: Iterable[Path]) -> Any:
-    """The last step of set-up, just before the submission is imported: photograph the
-    trusted modules, then arm the audit hook (grader/worker/guard.py) for the
-    submission's folder, with `scratch` its only other writable place. Returns the
-    photograph (tamper.Snapshot), to check before results are written."""
-    from grader.worker import guard, tamper
+    """The last step of set-up, just before the submission is imported: seal the classes
+    it will define (grader/worker/sealing.py), photograph the trusted modules, then arm
+    the audit hook (grader/worker/guard.py) for the submission's folder, with `scratch`
+    its only other writable place. Returns the photograph (tamper.Snapshot), to check
+    before results are written."""
+    from grader.worker import guard, sealing, tamper
     from nnkit.submission import package_name
 
     hook = guard.Guard(submission, kit_roots(), out / guard.GUARD_FILE, scratch,
                        read_roots() + [submission])
+    sealing.install(submission)  # before the photograph: builtins changed by the kit
     snapshot = tamper.Snapshot()
     hook.arm(package_name(submission))
     return snapshot

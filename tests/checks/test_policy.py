@@ -96,7 +96,8 @@ NOTED = {"alt_gemm_helper_module": {("import", "import logging")},
          "alt_gemm_selftest": {("import", "import unittest"), ("import", "np.random"),
                                ("host-copy", "dC.copy_to_host")},
          "alt_mpi_typedict": {("import", "from mpi4py.util.dtlib import from_numpy_dtype")},
-         "alt_mpi_ring_demo": {("mpi-comm", "MPI.COMM_WORLD")}}
+         "alt_mpi_ring_demo": {("mpi-comm", "MPI.COMM_WORLD")},
+         "alt_mpi_point_to_point": {("mpi-abort", "comm.Abort")}}  # a note anywhere
 SCOPED = {"mpi-comm", "mpi-collective"}
 
 
@@ -330,6 +331,36 @@ def test_names_of_classes_may_be_read_but_not_the_classes(tmp_path):
               "        type(self).__name__ = 'x'\n")
     assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [
         ("private", 6), ("private", 6), ("private", 8)]  # (self.__class__ once a line)
+
+
+def test_self_is_trusted_only_where_python_binds_it(tmp_path):
+    """A method may use underscore attributes of its first argument where Python hands it
+    the object it was called on: plain methods, properties, classmethods, functools'
+    caches. Under staticmethod, singledispatchmethod or a decorator of the submission's
+    own, the first argument is whatever the caller passes."""
+    source = ("import functools\n"
+              "def mine(f):\n"
+              "    return staticmethod(f)\n"
+              "class C:\n"
+              "    def plain(self):\n"
+              "        return self._a\n"
+              "    @property\n"
+              "    def prop(self):\n"
+              "        return self._a\n"
+              "    @functools.lru_cache(maxsize=None)\n"
+              "    def cached(self):\n"
+              "        return self._a\n"
+              "    @staticmethod\n"
+              "    def static(self):\n"
+              "        return self._a\n"
+              "    @mine\n"
+              "    def wrapped(self):\n"
+              "        return self._a\n"
+              "    @functools.singledispatchmethod\n"
+              "    def dispatched(self, x):\n"
+              "        return self._a\n")
+    assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [
+        ("private", 15), ("private", 18), ("private", 21)]
 
 
 def test_deepcopy_only_without_a_memo(tmp_path):

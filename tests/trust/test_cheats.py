@@ -197,6 +197,9 @@ MESSAGES = {
     # The kit's recorder, reached through what it hands nnkit.backend, given a forged
     # replay: the recorder is watched like the kit's modules.
     "recorder_forge": ["changed the kit or a library", "Recorder.replay"],
+    # A method of the submission's class called with nnkit.backend as self, to reach
+    # its private copy observer: the sealed class refuses a foreign self.
+    "unbound_self": ["Peek.swap was called with 'module' as its first argument"],
     # Half the precision, for speed: the float32 error bound of the short sums.
     "half_precision": ["elements wrong", "bound"],
     "scalar_smuggle": {"simulator": [NOT_ITS_KERNELS, "on new operands"], "gpu": []},

@@ -42,6 +42,7 @@ from grader.checks.policy.names import (
     REDUCTIONS,
     REFUSED,
     SAFE_DUNDERS,
+    SELF_KEEPING,
     SUBMODULES,
     Ref,
     is_collective,
@@ -97,6 +98,20 @@ class _AttributeRules:
         scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
         return (isinstance(base, ast.Name) and scope is not None
                 and scope.self_name == base.id)
+
+    def _keeps_self(self, decorator: ast.expr) -> bool:
+        """Does a method with this decorator still get its own object as first argument?
+        A property, classmethod, cache or marker does; staticmethod, singledispatchmethod
+        or a decorator of the submission's own may hand it anything, and the method then
+        gets no access to underscore attributes of its first argument."""
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Name) and target.id in ("classmethod", "property"):
+            return not (self._module_name(target.id) or self._local(target.id))
+        if isinstance(target, ast.Attribute) and target.attr in ("setter", "getter",
+                                                                 "deleter"):
+            return not isinstance(decorator, ast.Call)
+        ref = self.resolve(target)
+        return ref is not None and ref.dotted() in SELF_KEEPING
 
     def _super_call(self, base: ast.AST) -> bool:
         return (isinstance(base, ast.Call) and isinstance(base.func, ast.Name)

@@ -296,6 +296,10 @@ DECORATORS = frozenset({  # resolved decorators other functions may carry
     "dataclasses.dataclass", "typing.overload", "typing.final", "typing.no_type_check",
     "abc.abstractmethod", "enum.unique",
 })
+# Of those, the ones after which a method is still called with its own object first.
+SELF_KEEPING = frozenset({"functools.lru_cache", "functools.cache", "functools.cached_property",
+                          "abc.abstractmethod", "typing.overload", "typing.final",
+                          "typing.no_type_check"})
 KERNEL_BUILTINS = frozenset({"range", "min", "max", "abs", "int", "float", "bool", "len",
                              "round", "complex", "pow", "divmod", "print"})
 KERNEL_EXCEPTIONS = frozenset({"NotImplementedError", "ValueError", "IndexError",

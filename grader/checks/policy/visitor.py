@@ -202,9 +202,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
                                   args.vararg, args.kwarg) if a is not None}
         scope = _Scope("function", names, params=params, method=parent.kind == "class")
-        if scope.method and node.args.args and not any(
-                isinstance(d, ast.Name) and d.id == "staticmethod"
-                for d in node.decorator_list):
+        if scope.method and node.args.args and all(map(self._keeps_self, node.decorator_list)):
             first = (node.args.posonlyargs + node.args.args)[0].arg
             rebound = any(isinstance(n, ast.Name) and n.id == first
                           and isinstance(n.ctx, ast.Store | ast.Del) for n in ast.walk(node))
