@@ -9,15 +9,18 @@ call happens: every class the submission defines is built through `builtins.__bu
 which `install` wraps, and the functions of its body are replaced by ones that first look
 at their first argument (also those under a property, functools' caches and
 cached_property, the decorators after which the policy lets a method use `self._x`). It
-must be an object of one of the submission's classes, or
-plain data (a number, a string, a container, a NumPy array: a helper written without
-@staticmethod and called through its class, `Util.grid(n)`); a module, a kit object, a
-device array or anything else of a library is refused with a TypeError.
+must be an object of one of the submission's classes, or plain data (a number, a string,
+a container, a NumPy array: a helper written without @staticmethod and called through its
+class, `Util.grid(n)`); a module, a kit object or anything else of a library is refused
+with a TypeError. Only methods that do what the policy allows on `self` alone (store an
+attribute, read an underscore or tally attribute) are checked: any other may take any
+first argument (`Launch.grid_for(C)` with a device array).
 """
 
 from __future__ import annotations
 
 import builtins
+import dis
 import functools
 import os
 import sys
@@ -27,9 +30,29 @@ from typing import Any
 import numpy as np
 
 # First arguments a method called through its class may get besides the submission's own
-# objects: plain data, whose attributes hold no one's state.
-PLAIN_DATA = (int, float, complex, bool, str, bytes, tuple, list, dict, set, frozenset,
-              type(None), np.ndarray, np.generic)
+# objects: plain data, whose attributes hold no one's state. Exact types: a subclass (the
+# simulator's shared-memory arrays are NumPy arrays) may carry state of the kit's.
+PLAIN_DATA = frozenset({int, float, complex, bool, str, bytes, tuple, list, dict, set,
+                        frozenset, type(None), np.ndarray})
+# The attribute names the policy lets a method use on `self` only (besides underscores):
+# the kit's tallies (grader/checks/policy/names.py, COUNTING).
+TALLIES = frozenset({"calls", "bytes_sent"})
+
+
+def uses_self_trust(code: types.CodeType) -> bool:
+    """Does this function (or one nested in it) store or delete an attribute, or read an
+    underscore or tally attribute: what the policy allows on `self` alone? A method that
+    does neither can do nothing to a foreign first argument that any function could not,
+    and is left as it is (a helper in a class without @staticmethod, `Launch.grid(C)`)."""
+    for instruction in dis.get_instructions(code):
+        name = instruction.argval
+        if instruction.opname in ("STORE_ATTR", "DELETE_ATTR"):
+            return True
+        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR") and (
+                isinstance(name, str) and (name.startswith("_") and not name.endswith("__")
+                                           or name in TALLIES)):
+            return True
+    return any(uses_self_trust(c) for c in code.co_consts if isinstance(c, types.CodeType))
 # Functions of a class body that Python makes static or class methods itself.
 IMPLICIT = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
 
@@ -51,10 +74,14 @@ def install(submission: Any) -> None:
         return known[module_name]
 
     def check(fn: Any) -> Any:
+        if not uses_self_trust(fn.__code__):
+            return fn
+
         @functools.wraps(fn)
         def method(*args: Any, **kwargs: Any) -> Any:
-            if args and not (isinstance(args[0], PLAIN_DATA)
-                             or mine(getattr(type(args[0]), "__module__", None))):
+            kind = type(args[0]) if args else None
+            if args and not (kind in PLAIN_DATA or isinstance(args[0], np.generic)
+                             or mine(getattr(kind, "__module__", None))):
                 raise TypeError(
                     f"{fn.__qualname__} was called with {type(args[0]).__name__!r} as its "
                     "first argument (self): a method of your class works on your own "
@@ -72,9 +99,11 @@ def install(submission: Any) -> None:
                 elif isinstance(value, functools.cached_property):
                     value.func = check(value.func)
                     continue
-                elif isinstance(getattr(value, "__wrapped__", None), types.FunctionType) \
-                        and not isinstance(value, type | staticmethod | classmethod):
-                    value = check(value)  # functools.lru_cache and cache on a method
+                elif callable(getattr(value, "cache_parameters", None)) and isinstance(
+                        getattr(value, "__wrapped__", None), types.FunctionType):
+                    # functools.lru_cache or cache on a method: a new cache, around the check
+                    value = functools.lru_cache(**value.cache_parameters())(
+                        check(value.__wrapped__))
                 elif isinstance(value, property):
                     value = property(*(check(f) if f is not None else None
                                        for f in (value.fget, value.fset, value.fdel)),

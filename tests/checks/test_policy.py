@@ -337,7 +337,9 @@ def test_self_is_trusted_only_where_python_binds_it(tmp_path):
     """A method may use underscore attributes of its first argument where Python hands it
     the object it was called on: plain methods, properties, classmethods, functools'
     caches. Under staticmethod, singledispatchmethod or a decorator of the submission's
-    own, the first argument is whatever the caller passes."""
+    own, the first argument is whatever the caller passes; so it is for a method kept in
+    its class's body (before the worker seals the class) other than by another name or
+    in a property."""
     source = ("import functools\n"
               "def mine(f):\n"
               "    return staticmethod(f)\n"
@@ -361,6 +363,21 @@ def test_self_is_trusted_only_where_python_binds_it(tmp_path):
               "        return self._a\n")
     assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [
         ("private", 15), ("private", 18), ("private", 21)]
+    kept = ("import functools\n"
+            "class C:\n"
+            "    def grab(self):\n"
+            "        return self._a\n"
+            "    def put(self, v):\n"
+            "        self._a = v\n"
+            "    __call__ = grab\n"
+            "    a = property(grab, put)\n"
+            "    raw = staticmethod(grab)\n"
+            "    kept = (grab,)\n"
+            "    pm = functools.partialmethod(grab)\n"
+            "    def default(self, f=grab):\n"
+            "        return f\n")
+    assert _rules(tmp_path / "kept", kept, module="mpi_1_data_parallel") == [
+        ("private", 9), ("private", 10), ("private", 11), ("private", 12)]
 
 
 def test_deepcopy_only_without_a_memo(tmp_path):

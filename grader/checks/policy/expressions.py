@@ -15,6 +15,7 @@ from grader.checks.policy.names import (
     MEMORY_DUNDERS,
     PLAIN_DUNDERS,
     REFUSED,
+    SAFE_DUNDERS,
     Ref,
     _short,
     mpi_class,
@@ -148,6 +149,11 @@ class _ExpressionRules:
             if keyword.arg and keyword.arg.startswith("__") and keyword.arg.endswith("__"):
                 self.flag("private", keyword, f"{keyword.arg}=")
         func = node.func
+        if isinstance(func, ast.Name) and func.id == "property" and self.scopes[
+                -1].kind == "class" and not self._module_name(func.id):
+            for arg in node.args:  # x = property(get_x, set_x): the worker checks those
+                if isinstance(arg, ast.Name):
+                    self.handled.add(id(arg))
         if self.resolve(func) == DEEPCOPY and len(node.args) == 1 and not node.keywords \
                 and not isinstance(node.args[0], ast.Starred):
             self.handled.add(id(func))  # deepcopy(x): no memo of ids handed in or out
@@ -179,10 +185,25 @@ class _ExpressionRules:
         return name in self.info.aliases or name in self.info.functions or (
             name in self.info.classes)
 
+    def _method_alias(self, node: ast.Assign) -> None:
+        """`__call__ = forward` in a class body: another name for the same method (the
+        worker checks each name's first argument alike)."""
+        if self.scopes[-1].kind == "class" and isinstance(node.value, ast.Name) and all(
+                isinstance(t, ast.Name) for t in node.targets):
+            self.handled.add(id(node.value))
+
     def visit_Name(self, node: ast.Name) -> None:
         if id(node) in self.handled:
             return
         name = node.id
+        if isinstance(node.ctx, ast.Load) and self.scopes[-1].kind == "class" and (
+                name in self.scopes[-1].names):
+            # staticmethod(grab), (grab,), partialmethod(grab), a default `f=grab`: the
+            # function, kept before the class is built, escapes the check of its first
+            # argument (grader/worker/sealing.py) and lets `self._x` read anything.
+            self.flag("private", node, f"{name} (a method of the class used as a value in "
+                                       "its body)")
+            return
         if isinstance(node.ctx, ast.Load):
             if name in DANGER_BUILTINS and not self._local(name):
                 self.flag("builtin", node, name)
@@ -212,8 +233,9 @@ class _ExpressionRules:
                 return
             if self.kernel is not None:
                 self._kernel_read(node)
-        elif name.startswith("__") and name.endswith("__") and name not in BINDABLE_DUNDERS:
-            self.flag("private", node, name)
+        elif name.startswith("__") and name.endswith("__") and name not in BINDABLE_DUNDERS \
+                and not (name in SAFE_DUNDERS and self.scopes[-1].kind == "class"):
+            self.flag("private", node, name)  # (`__radd__ = __add__` in a class: a method)
 
     def visit_arg(self, node: ast.arg) -> None:
         if node.arg.startswith("__") and node.arg.endswith("__"):

@@ -297,7 +297,8 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         previous_top = self.top
         if len(self.scopes) == 1:
             self.top = node.name
-        self.scopes.append(_Scope("class"))
+        self.scopes.append(_Scope("class", {s.name for s in node.body if isinstance(
+            s, ast.FunctionDef | ast.AsyncFunctionDef)}))
         for stmt in node.body:
             self.visit(stmt)
         self.scopes.pop()
@@ -338,6 +339,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
                 self._kernel_assign([node.target], node.value)
 
     def visit_Assign(self, node: ast.Assign) -> None:
+        self._method_alias(node)
         self.generic_visit(node)
         if self.kernel is not None:
             self._kernel_assign(node.targets, node.value)
