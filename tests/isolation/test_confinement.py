@@ -52,7 +52,8 @@ def _probe(tmp_path) -> tuple[dict, sandbox.Capabilities]:
 def test_a_job_sees_a_clean_environment_and_none_of_the_kit(tmp_path):
     seen, caps = _probe(tmp_path)
     assert seen["secret"] is False
-    assert seen["grader"] == ["__init__.py", "worker"]  # the staged package, nothing else
+    # the staged package (and its bytecode), nothing else
+    assert seen["grader"] == ["__init__.py", "__pycache__", "worker"]
     if not (caps.mount or caps.as_user):
         pytest.skip(f"no confinement of files here: {caps.describe(sandbox.Settings())}")
     for what in ("solution", "git", "tests"):

@@ -70,7 +70,11 @@ def test_the_worker_gets_its_package_and_nothing_else_of_the_grader(tmp_path):
     assert sandbox.worker_imports_outside() == []
     kit = sandbox.staged_kit()
     assert (kit / "nnkit" / "backend.py").is_file() and not (kit / "solution").exists()
-    assert sorted(p.name for p in (kit / "grader").iterdir()) == ["__init__.py", "worker"]
+    # (compiled once by the grader: the bytecode of those files only)
+    assert sorted(p.name for p in (kit / "grader").iterdir()) == ["__init__.py",
+                                                                  "__pycache__", "worker"]
+    assert [p.name.split(".")[0] for p in (kit / "grader" / "__pycache__").iterdir()] == [
+        "__init__"]
     assert (kit / "grader" / "worker" / "guard.py").is_file()
     for path in (kit / "nnkit").rglob("*.py"):
         assert "### BEGIN SOLUTION" not in path.read_text(), path
