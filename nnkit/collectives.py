@@ -532,11 +532,17 @@ class _Tally:
         self.unknown = 0
         self.problems: list[str] = []
         self.wide = 0  # bytes sent in messages of 8-byte elements (a float64 copy)
-        self.requests: list[Any] = []  # of the nonblocking calls, to see them completed
+        # The nonblocking calls' requests (MPI's, kept alive with the buffers they hold)
+        # and what the submission got for each, to see them completed.
+        self.requests: list[tuple[Any, Any]] = []
 
     def started(self, request: Any) -> Any:
-        self.requests.append(request)
-        return request
+        MPI = _mpi()
+        handed = request
+        if MPI is not None and type(request) is MPI.Request:
+            handed = _watched_request(MPI)(request)
+        self.requests.append((request, handed))
+        return handed
 
     def sending(self, name: str, payload: Any, dest: Any, pickled: bool = False) -> None:
         self.calls[name] += 1
@@ -574,6 +580,26 @@ def _tally() -> _Tally:
     if frame is None:
         raise RuntimeError("this communicator works only during the call it was given to")
     return frame.f_locals["tally"]
+
+
+_WATCHED: list[type] = []
+
+
+def _watched_request(MPI: Any) -> type:
+    """MPI.Request whose Free refuses a request not yet complete: freed, an Isend's buffer
+    stays in MPI's hands with nothing left to wait on, and the request no longer shows
+    as pending (red team). Made once MPI is loaded; shares the original's handle."""
+    if not _WATCHED:
+        class Request(MPI.Request):
+            def Free(self) -> None:
+                if self != MPI.REQUEST_NULL and not self.Test():
+                    raise RuntimeError(
+                        "Request.Free on a request that has not completed: MPI may still "
+                        "be using its buffer, and nothing could wait on it any more. "
+                        "Complete it with Wait (or Waitall, or a Test that returns True)")
+
+        _WATCHED.append(Request)
+    return _WATCHED[0]
 
 
 def _call_frame(frame: Any) -> Any:
@@ -790,7 +816,13 @@ def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
     tally = _Tally(comm)  # found by PointToPointComm's calls on the stack: keep the name
     fn(PointToPointComm(), *args)
     null = _mpi().REQUEST_NULL
-    pending = sum(1 for request in tally.requests if request != null)
+    pending = sum(1 for _, handed in tally.requests if handed != null)
+    for _, handed in tally.requests:  # those that did complete: released (a test frees)
+        if handed != null:
+            try:
+                handed.Test()
+            except Exception:  # noqa: BLE001, S110 - counting never fails the call
+                pass
     return {"sent_to": list(tally.sent_to), "calls": dict(tally.calls),
             "unknown": tally.unknown, "problems": list(tally.problems), "wide": tally.wide,
             "pending": pending}

@@ -93,6 +93,35 @@ def test_counting_comm_counts_point_to_point_and_collectives():
     assert counted.calls == {"Send": 1, "Scatterv": 1, "Allreduce": 1}
 
 
+def test_the_rings_requests_are_counted_until_completed_and_not_freed_early():
+    """call_point_to_point counts the requests left incomplete (an Isend never waited
+    on), and a request freed before it completes raises (its buffer is still MPI's)."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    small, big = np.arange(4, dtype=np.float32), np.arange(300_000, dtype=np.float32)
+
+    def forgets(comm, buffer):
+        comm.Isend(buffer, dest=0, tag=1)
+        comm.Recv(np.empty_like(buffer), source=0, tag=1)
+
+    def waits(comm, buffer):
+        request = comm.Isend(buffer, dest=0, tag=2)
+        comm.Recv(np.empty_like(buffer), source=0, tag=2)
+        MPI.Request.Waitall([request])
+
+    def frees(comm, buffer):
+        request = comm.Isend(buffer, dest=0, tag=3)
+        try:
+            request.Free()
+        finally:
+            comm.Recv(np.empty_like(buffer), source=0, tag=3)
+            request.Wait()
+
+    assert collectives.call_point_to_point(forgets, MPI.COMM_SELF, small)["pending"] == 1
+    assert collectives.call_point_to_point(waits, MPI.COMM_SELF, big)["pending"] == 0
+    with pytest.raises(RuntimeError, match="has not completed"):
+        collectives.call_point_to_point(frees, MPI.COMM_SELF, big)
+
+
 def test_the_kits_communicators_pass_isinstance_tests_as_intracommunicators():
     """A student's `assert isinstance(comm, MPI.Intracomm)` holds for every communicator
     the kit hands to graded code, while type() and mpi4py's own checks see the proxy."""

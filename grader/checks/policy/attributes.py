@@ -178,9 +178,12 @@ class _AttributeRules:
                 and attr not in DATATYPE_CTORS:
             if not (ref is not None and ref.is_module) and not self._self_like(base):
                 return "mpi-comm"
-        if (self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)) \
-                and is_collective(attr) and (ref is None or ref.module == "mpi4py.MPI"):
+        in_ring = self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)
+        if in_ring and is_collective(attr) and (ref is None or ref.module == "mpi4py.MPI"):
             return "mpi-collective"
+        if in_ring and attr == "Free" and ref is not None and ref.module == "mpi4py.MPI" and (
+                ref.rest[:1] in (("Request",), ("Prequest",))):
+            return "mpi-request"  # MPI.Request.Free(req): past the ring's Free, unbound
         if self._kernel_name(base) and attr != "forall":
             return "launch"
         if full == Ref("numba.cuda", ("jit",)) and not self.decorator:

@@ -185,6 +185,16 @@ class _ExpressionRules:
         return name in self.info.aliases or name in self.info.functions or (
             name in self.info.classes)
 
+    def _methods_in_class_scope(self, node: ast.AST) -> None:
+        """A comprehension's first iterable runs in the class body: `[f for f in (grab,)]`
+        keeps a method as a value there too."""
+        if self.scopes[-1].kind == "class":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and (
+                        sub.id in self.scopes[-1].names):
+                    self.flag("private", sub, f"{sub.id} (a method of the class used as a "
+                                              "value in its body)")
+
     def _method_alias(self, node: ast.Assign) -> None:
         """`__call__ = forward` in a class body: another name for the same method (the
         worker checks each name's first argument alike)."""
@@ -252,3 +262,9 @@ class _ExpressionRules:
         if node.name and node.name.startswith("__") and node.name.endswith("__"):
             self.flag("private", node, node.name)
         self.generic_visit(node)
+
+
+def _method_names(node: ast.ClassDef) -> set[str]:
+    """The functions defined in a class's body (its scope's names, for the rule on a
+    method used as a value there)."""
+    return {s.name for s in node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}

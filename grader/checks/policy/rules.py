@@ -97,6 +97,9 @@ RULES = {
                 "communicator classes (but in annotations and isinstance tests), Dup, "
                 "Clone, Split, Create*, Spawn, Connect, Accept, handles (f2py, py2f, "
                 "fromhandle) and error handlers are not allowed",
+    "mpi-request": "in the ring, a request is completed by a wait or a test: "
+                   "MPI.Request.Free (through the class) would leave an Isend's buffer in "
+                   "MPI's hands with nothing to wait on",
     "mpi-abort": "comm.Abort ends every rank of the job, the grader's checks with them: "
                  "raise an exception instead (the rank's error is then reported)",
     "mpi-tally": "the kit's tallies of a communicator (calls, bytes_sent) are the grader's "
@@ -131,7 +134,7 @@ class Violation:
 # reported as notes: the audit hook, the launch replay and the module photograph judge
 # what the code does, so an unusual but honest submission keeps its points.
 CHEAT_RULES = frozenset({"file", "builtin", "private", "memory", "module-assign", "mpi-comm",
-                         "mpi-tally", "mpi-collective"})
+                         "mpi-tally", "mpi-collective", "mpi-request"})
 # Imports that fail the item: ways around the language, the kit's and grader's internals,
 # and libraries that compute what the student must write.
 CHEAT_IMPORTS = frozenset({

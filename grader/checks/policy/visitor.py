@@ -7,7 +7,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from grader.checks.policy.attributes import _AttributeRules
-from grader.checks.policy.expressions import _ExpressionRules
+from grader.checks.policy.expressions import _ExpressionRules, _method_names
 from grader.checks.policy.kernels import _Kernel, _KernelRules, _launch, _Scope
 from grader.checks.policy.names import (
     DECORATORS,
@@ -297,8 +297,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         previous_top = self.top
         if len(self.scopes) == 1:
             self.top = node.name
-        self.scopes.append(_Scope("class", {s.name for s in node.body if isinstance(
-            s, ast.FunctionDef | ast.AsyncFunctionDef)}))
+        self.scopes.append(_Scope("class", _method_names(node)))
         for stmt in node.body:
             self.visit(stmt)
         self.scopes.pop()
@@ -317,6 +316,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
     def _comprehension(self, node) -> None:
         if self._kernel_refuses(node):
             return
+        self._methods_in_class_scope(node.generators[0].iter)  # run in the enclosing scope
         names = set()
         for gen in node.generators:
             names.update(n.id for n in _stores(gen.target))
