@@ -29,6 +29,7 @@ split.)
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -582,24 +583,20 @@ def _tally() -> _Tally:
     return frame.f_locals["tally"]
 
 
-_WATCHED: list[type] = []
-
-
+@functools.cache
 def _watched_request(MPI: Any) -> type:
     """MPI.Request whose Free refuses a request not yet complete: freed, an Isend's buffer
     stays in MPI's hands with nothing left to wait on, and the request no longer shows
     as pending (red team). Made once MPI is loaded; shares the original's handle."""
-    if not _WATCHED:
-        class Request(MPI.Request):
-            def Free(self) -> None:
-                if self != MPI.REQUEST_NULL and not self.Test():
-                    raise RuntimeError(
-                        "Request.Free on a request that has not completed: MPI may still "
-                        "be using its buffer, and nothing could wait on it any more. "
-                        "Complete it with Wait (or Waitall, or a Test that returns True)")
+    class Request(MPI.Request):
+        def Free(self) -> None:
+            if self != MPI.REQUEST_NULL and not self.Test():
+                raise RuntimeError(
+                    "Request.Free on a request that has not completed: MPI may still be "
+                    "using its buffer, and nothing could wait on it any more. Complete it "
+                    "with Wait (or Waitall, or a Test that returns True)")
 
-        _WATCHED.append(Request)
-    return _WATCHED[0]
+    return Request
 
 
 def _call_frame(frame: Any) -> Any:
@@ -815,12 +812,12 @@ def call_point_to_point(fn: Callable, comm: Any, *args: Any) -> dict:
     rank's tally."""
     tally = _Tally(comm)  # found by PointToPointComm's calls on the stack: keep the name
     fn(PointToPointComm(), *args)
-    null = _mpi().REQUEST_NULL
-    pending = sum(1 for _, handed in tally.requests if handed != null)
-    for _, handed in tally.requests:  # those that did complete: released (a test frees)
+    null, pending = _mpi().REQUEST_NULL, 0
+    for _, handed in tally.requests:
         if handed != null:
+            pending += 1
             try:
-                handed.Test()
+                handed.Test()  # one that did complete is released (a test frees it)
             except Exception:  # noqa: BLE001, S110 - counting never fails the call
                 pass
     return {"sent_to": list(tally.sent_to), "calls": dict(tally.calls),

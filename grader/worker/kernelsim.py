@@ -62,16 +62,13 @@ def _mend_host_api() -> None:
     from numba import cuda
     from numba.cuda.simulator.cudadrv import devicearray
 
-    def is_cuda_array(obj: Any) -> bool:
-        return devicearray.is_cuda_ndarray(obj)
-
     def as_cuda_array(obj: Any, sync: bool = True) -> Any:
         if not devicearray.is_cuda_ndarray(obj):
             raise TypeError("*obj* doesn't implement the cuda array interface.")
         return obj
 
     if not hasattr(cuda, "is_cuda_array"):
-        cuda.is_cuda_array = is_cuda_array
+        cuda.is_cuda_array = devicearray.is_cuda_ndarray
     if not hasattr(cuda, "as_cuda_array"):
         cuda.as_cuda_array = as_cuda_array
 

@@ -37,6 +37,8 @@ PLAIN_DATA = frozenset({int, float, complex, bool, str, bytes, tuple, list, dict
 # The attribute names the policy lets a method use on `self` only (besides underscores):
 # the kit's tallies (grader/checks/policy/names.py, COUNTING).
 TALLIES = frozenset({"calls", "bytes_sent"})
+# Functions of a class body that Python makes static or class methods itself.
+IMPLICIT = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
 
 
 def uses_self_trust(code: types.CodeType) -> bool:
@@ -53,8 +55,6 @@ def uses_self_trust(code: types.CodeType) -> bool:
                                            or name in TALLIES)):
             return True
     return any(uses_self_trust(c) for c in code.co_consts if isinstance(c, types.CodeType))
-# Functions of a class body that Python makes static or class methods itself.
-IMPLICIT = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
 
 
 def install(submission: Any) -> None:

@@ -139,12 +139,12 @@ class _ExpressionRules:
                                             or FORMAT_PRIVATE.search(node.value)):
             self.flag("private", node, repr(node.value)[:60])
 
-    def _call_arguments(self, node: ast.Call) -> None:
-        """Arguments judged by their call. A dunder keyword is refused:
-        SimpleNamespace(__array_interface__=...) is an array over any address, by a keyword
-        the attribute rules never see. The communicator classes in the classes of the
-        builtin isinstance or issubclass (`isinstance(comm, MPI.Intracomm)`) are let
-        through: such a test hands out a bool, not the class."""
+    def _call_arguments(self, node: ast.Call, ref: Ref | None) -> None:
+        """Arguments judged by their call (`ref`: what its function stands for). A dunder
+        keyword is refused: SimpleNamespace(__array_interface__=...) is an array over any
+        address, by a keyword the attribute rules never see. The communicator classes in
+        the classes of the builtin isinstance or issubclass (`isinstance(comm,
+        MPI.Intracomm)`) are let through: such a test hands out a bool, not the class."""
         for keyword in node.keywords:
             if keyword.arg and keyword.arg.startswith("__") and keyword.arg.endswith("__"):
                 self.flag("private", keyword, f"{keyword.arg}=")
@@ -154,7 +154,7 @@ class _ExpressionRules:
             for arg in node.args:  # x = property(get_x, set_x): the worker checks those
                 if isinstance(arg, ast.Name):
                     self.handled.add(id(arg))
-        if self.resolve(func) == DEEPCOPY and len(node.args) == 1 and not node.keywords \
+        if ref == DEEPCOPY and len(node.args) == 1 and not node.keywords \
                 and not isinstance(node.args[0], ast.Starred):
             self.handled.add(id(func))  # deepcopy(x): no memo of ids handed in or out
         if not (isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass")

@@ -391,7 +391,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
             if not (local or self._kernel_name(target)):
                 self.flag("launch", node, f"{_short(func)}(...) launches "
                                           f"{_short(target)}, not a @cuda.jit kernel")
-        self._call_arguments(node)
+        self._call_arguments(node, ref)
         for arg in (*node.args, *(k.value for k in node.keywords)):  # to a launch helper
             if self._kernel_name(arg):
                 self.handled.add(id(arg))
