@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from grader import safe_io
@@ -137,16 +137,18 @@ def figure(case_label: str, fmas: int, yours: tuple[Counts | None, str],
 
 # The solution's counts, once per grading run and kernel ------------------------------
 
-_solution: dict[tuple[str, str], tuple[Counts | None, str]] = {}
-_locks: dict[tuple[str, str], threading.Lock] = {}
+_solution: dict[tuple[Hashable, str], tuple[Counts | None, str]] = {}
+_locks: dict[tuple[Hashable, str], threading.Lock] = {}
 _locks_lock = threading.Lock()
 
 
-def solution_counts(workroot: Path, kernel: str,
+def solution_counts(run: Hashable, kernel: str,
                     measure: Callable[[], tuple[Counts | None, str]]) -> tuple[Counts | None, str]:
-    """The solution's counts for `kernel` in this run (`workroot`): `measure()` the first
-    time, by one thread, while the others asking for the same wait for it."""
-    key = (str(workroot), kernel)
+    """The solution's counts for `kernel` in the grading run `run` names (its secret):
+    `measure()` the first time, by one thread, while the others asking for the same wait
+    for it. (Keyed by the run, not by a submission's work folder: measured per submission,
+    the solution's counting cost every submission a simulated launch per kernel.)"""
+    key = (run, kernel)
     with _locks_lock:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:

@@ -68,6 +68,8 @@ class RunningJob:
     paused: float = 0.0  # seconds not counted against its time limit (frozen, or waiting
     # for its own window)
     frozen_at: float | None = None  # when the window it is frozen for began
+    asking: bool = False  # waiting for a window of its own: its worker is blocked on the
+    # grant, so a drained window need not wait for its end (it would wait for ever)
 
     def paused_now(self) -> float:
         """paused, the current freeze included (read by the thread timing the job)."""
@@ -140,7 +142,10 @@ class Gate:
         """Give `me` the GPU to itself: every other job on it frozen where it stands, or,
         for a job that cannot be (or with drain), ended first. No job starts meanwhile."""
         with self.cond:
+            me.asking = True
+            self.cond.notify_all()  # a drained window waits for the others to end or ask
             self.cond.wait_for(lambda: not self.window and not self.exclusive)
+            me.asking = False
             self.window = True
             others = [j for j in self.running if j is not me]
         now = time.monotonic()
@@ -157,8 +162,17 @@ class Gate:
             time.sleep(0.002)
         if stuck:  # let them go on to their end: the GPU is mine once they are gone
             self._thaw(others)
+            # A timed job that asks for its own window meanwhile never ends: its worker
+            # waits for the grant, which waits for this window. Once only such jobs are
+            # left they are frozen where they wait (blocked, launching nothing) instead.
             with self.cond:
-                self.cond.wait_for(lambda: self.running <= {me})
+                self.cond.wait_for(lambda: all(j is me or j.asking for j in self.running))
+                waiting = [j for j in self.running if j is not me]
+            now = time.monotonic()
+            for job in waiting:
+                job.frozen_at = now
+                if job.cgroup is not None:
+                    job.cgroup.freeze(True)
 
     def close_window(self) -> None:
         with self.cond:

@@ -265,7 +265,7 @@ def memory_traffic(kernel: str, profile: GemmCase, outdir: Path, workroot: Path,
                          inputs=job_inputs([], [], config.secret, profile))
         return simperf.read_counts(run.outdir)
 
-    solution = simperf.solution_counts(workroot, kernel, measure)
+    solution = simperf.solution_counts(config.secret, kernel, measure)
     return simperf.figure(profile.label(), profile.M * profile.N * profile.K,
                           simperf.read_counts(outdir), solution)
 

@@ -102,10 +102,10 @@ def main(argv: list[str]) -> int:
         threading.stack_size(job.thread_stack_kb * 1024)
     PHASES.append(("start", *_STARTED))
     mark("imports")
-    ctx = set_up(job, job_file)
-    mark("set-up")
-    kind = job.kind
-    with Profiled(job.cprofile, ctx.out):
+    with Profiled(job.cprofile, Path(job.outdir)):
+        ctx = set_up(job, job_file)
+        mark("set-up")
+        kind = job.kind
         if kind == "gemm":
             gemm.run(ctx)
         elif kind in ("net_units", "net_train"):

@@ -40,7 +40,9 @@ class Context:
 class Profiled:
     """With the job's `cprofile` (GRADER_CPROFILE, grader/isolation/runner.py): the block
     runs under cProfile and its costliest functions go to `out`/cprofile.txt. For the
-    grader's developers only, as phases.json."""
+    grader's developers only, as phases.json. Enter it before the guard is armed: the
+    guard refuses sys.setprofile, which cProfile's enable and disable raise, so the stats
+    are read at the end without disabling the profiler (the worker exits just after)."""
 
     def __init__(self, on: bool, out: Path):
         self.on, self.out = on, out
@@ -59,9 +61,11 @@ class Profiled:
         import io
         import pstats
 
-        self.profile.disable()
+        self.profile.snapshot_stats()  # the stats so far, the profiler left running
+        frozen = type("Frozen", (), {"stats": self.profile.stats,
+                                      "create_stats": lambda _self: None})()
         text = io.StringIO()
-        stats = pstats.Stats(self.profile, stream=text)
+        stats = pstats.Stats(frozen, stream=text)
         stats.sort_stats("cumulative").print_stats(40)
         stats.sort_stats("tottime").print_stats(20)
         (self.out / "cprofile.txt").write_text(text.getvalue())

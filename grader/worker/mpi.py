@@ -297,12 +297,12 @@ def main(argv: list[str]) -> int:
         if job.kind == "items" else [(None, RUN[job.kind], job.cases)]
     PHASES.append(("start", *_STARTED))
     mark("mpi")
-    submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
-    mark("set-up")
-    _wait_for_all(world)  # every rank has read the job and its inputs
-    if rank == 0:
-        job_file.unlink(missing_ok=True)
-    with Profiled(job.cprofile and rank == 0, out):
+    with Profiled(job.cprofile and rank == 0, out):  # before set-up arms the guard
+        submission, inputs, snapshot, recorder = set_up(job, MPI, rank)
+        mark("set-up")
+        _wait_for_all(world)  # every rank has read the job and its inputs
+        if rank == 0:
+            job_file.unlink(missing_ok=True)
         for number, (kind, run, cases) in enumerate(items):
             if recorder is not None:
                 run = functools.partial(run, recorder=recorder)

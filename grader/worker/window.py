@@ -29,6 +29,9 @@ IDLE_PROBE_SECONDS = 2e-4
 IDLE_SLACK, IDLE_MARGIN = 2.5, 2.5e-5
 IDLE_PROBES = 10  # in a row
 IDLE_WAIT = 1.0  # seconds of probing before the grader is told the GPU is busy
+# After a drained grant (the others ended, or froze waiting for windows of their own),
+# what they left queued may still run: probed for up to this long before timing anyway.
+DRAINED_WAIT = 10.0
 # A launch-bound timing (the network's epochs) runs at the pace of the CPU that launches.
 # The GPU hosts may be virtual machines, where a CPU is as fast as what shares its physical
 # core at the moment: on an H100 host a numba launch took 18 to 95 us depending on the CPU
@@ -65,6 +68,7 @@ class Window:
                     self._say(ASK)
                     if not gpu_idle(self.clock, probe):
                         self._say(BUSY)  # the grader lets the other jobs end, then grants
+                        gpu_idle(self.clock, probe, DRAINED_WAIT)
                 spin_up()
             self._probe, self._cpus = (probe if launch_bound else None), cpus
             try:
@@ -155,12 +159,12 @@ def probe_array() -> Any:
     return x
 
 
-def gpu_idle(clock: Clock, x: Any) -> bool:
+def gpu_idle(clock: Clock, x: Any, wait: float = IDLE_WAIT) -> bool:
     """Whether this process has the GPU to itself: IDLE_PROBES tiny kernels (on `x`, from
     probe_array) in a row each return about as fast as the fastest (see IDLE_SLACK),
-    tried for IDLE_WAIT seconds at most."""
+    tried for `wait` seconds at most."""
     clock.sync()
-    end, in_a_row, fastest = clock.now() + IDLE_WAIT, 0, IDLE_PROBE_SECONDS
+    end, in_a_row, fastest = clock.now() + wait, 0, IDLE_PROBE_SECONDS
     while in_a_row < IDLE_PROBES:
         start = clock.now()
         if start > end:

@@ -182,7 +182,9 @@ def test_a_worker_that_dies_in_its_window_closes_it():
 def test_the_worker_side_asks_checks_and_says_done(monkeypatch):
     gate, other, server, worker = _served(2)
     monkeypatch.setattr(worker_window, "probe_array", lambda: None)
-    monkeypatch.setattr(worker_window, "gpu_idle", lambda clock, x: False)  # busy once
+    probes = []
+    monkeypatch.setattr(worker_window, "gpu_idle",  # busy once, then probed again
+                        lambda clock, x, wait=1.0: probes.append(wait) and False)
     monkeypatch.setattr(worker_window, "spin_up", lambda: None)
     job_window = worker_window.Window([worker.grants, worker.asks], capture())
     drained = []
@@ -197,10 +199,39 @@ def test_the_worker_side_asks_checks_and_says_done(monkeypatch):
         assert gate.window and server.drained == 1
     t.join(2)
     assert drained == [False]
+    assert probes == [worker_window.IDLE_WAIT, worker_window.DRAINED_WAIT]
     time.sleep(0.05)
     assert not gate.window
     worker.leave()
     server.close()
+
+
+def test_a_drained_window_does_not_wait_for_a_job_asking_for_its_own():
+    """Two timed jobs: the first's GPU is busy (drain), the second asks for a window
+    meanwhile. The second cannot end before its window, which waits for the first's: it
+    is frozen where it waits instead of waited for (seen on an H100, where both hung to
+    their time limits and, no job starting while a window is open, the run with them)."""
+    gate = gpus.Gate(4)
+    first, second = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    plain = gpus.RunningJob(FakeCgroup())
+    for job in (first, second, plain):
+        gate.start(job)
+    gate.open_window(first)
+    gate.close_window()
+    opened = threading.Event()
+    t = _in_thread(lambda: (gate.open_window(first, drain=True), opened.set()))
+    time.sleep(0.05)
+    asker = _in_thread(gate.open_window, second)
+    time.sleep(0.1)
+    assert not opened.is_set()  # `plain` runs on to its end
+    gate.end(plain)
+    t.join(2)
+    assert opened.is_set() and second.cgroup.on  # frozen where it waits
+    gate.close_window()
+    asker.join(2)  # then its own window opens
+    assert not asker.is_alive() and gate.window and first.cgroup.on  # first, frozen now
+    assert second.paused > 0 and not second.cgroup.on
+    gate.close_window()
 
 
 def test_no_window_means_the_block_just_runs(monkeypatch):
