@@ -289,7 +289,8 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
     if os.environ.get(PROFILE):
         write_profile(job, results, entered, started, seconds, cpu,
                       {"paused": round(me.paused, 3),
-                       "windows": [server.opened, server.drained] if server else None})
+                       "windows": [server.opened, server.drained] if server else None,
+                       "held": round(server.held, 3) if server else None})
     backend = None
     try:
         status = safe_io.read_json(results / "worker.json", STATUS_BYTES)

@@ -45,6 +45,7 @@ class WindowServer:
         self.child_fds = (grants_r, asks_w)  # what the worker reads, what it writes
         self.opened = 0  # windows given
         self.drained = 0  # of which the others had to end first
+        self.held = 0.0  # seconds its windows were open, every other job there frozen
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -116,7 +117,8 @@ class WindowServer:
         scores nothing at that length anyway, and the job's next window is served)."""
         asked = time.monotonic()
         self.gate.open_window(self.me)
-        self.me.paused += time.monotonic() - asked
+        opened = time.monotonic()
+        self.me.paused += opened - asked
         self.opened += 1
         try:
             if not self._grant():
@@ -125,12 +127,15 @@ class WindowServer:
             if answer == BUSY:
                 self.drained += 1
                 self.gate.close_window()
+                self.held += time.monotonic() - opened
                 asked = time.monotonic()
                 self.gate.open_window(self.me, drain=True)
-                self.me.paused += time.monotonic() - asked
+                opened = time.monotonic()
+                self.me.paused += opened - asked
                 if not self._grant():
                     return True
                 answer = self._read(WINDOW_SECONDS)
             return answer is not None
         finally:
+            self.held += time.monotonic() - opened
             self.gate.close_window()
