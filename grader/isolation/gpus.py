@@ -58,6 +58,10 @@ class Freezable(Protocol):
 
 
 FREEZE_WAIT = 2.0  # seconds for a job's processes to stop once frozen; else it is drained
+# The longest a drained window waits for the other jobs to end (or to ask for windows of
+# their own): past it, those still running are frozen and the window opens anyway. A job
+# that hangs must not stop its whole GPU until its time limit.
+DRAIN_SECONDS = 30.0
 
 
 @dataclass(eq=False)
@@ -68,6 +72,7 @@ class RunningJob:
     paused: float = 0.0  # seconds not counted against its time limit (frozen, or waiting
     # for its own window)
     frozen_at: float | None = None  # when the window it is frozen for began
+    freezes: int = 0  # how often another job's window froze it
     asking: bool = False  # waiting for a window of its own: its worker is blocked on the
     # grant, so a drained window need not wait for its end (it would wait for ever)
 
@@ -150,8 +155,9 @@ class Gate:
             others = [j for j in self.running if j is not me]
         now = time.monotonic()
         stuck = drain
-        for job in others:
+        for job in () if drain else others:
             job.frozen_at = now
+            job.freezes += 1
             if job.cgroup is None or not job.cgroup.freeze(True):
                 stuck = True
         deadline = now + FREEZE_WAIT
@@ -164,13 +170,16 @@ class Gate:
             self._thaw(others)
             # A timed job that asks for its own window meanwhile never ends: its worker
             # waits for the grant, which waits for this window. Once only such jobs are
-            # left they are frozen where they wait (blocked, launching nothing) instead.
+            # left they are frozen where they wait (blocked, launching nothing) instead;
+            # so are jobs still running after DRAIN_SECONDS (one hung would stop the GPU).
             with self.cond:
-                self.cond.wait_for(lambda: all(j is me or j.asking for j in self.running))
-                waiting = [j for j in self.running if j is not me]
+                self.cond.wait_for(lambda: all(j is me or j.asking for j in self.running),
+                                   timeout=DRAIN_SECONDS)
+                left = [j for j in self.running if j is not me]
             now = time.monotonic()
-            for job in waiting:
+            for job in left:
                 job.frozen_at = now
+                job.freezes += 1
                 if job.cgroup is not None:
                     job.cgroup.freeze(True)
 

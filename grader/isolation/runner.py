@@ -78,6 +78,7 @@ class WorkerRun:
     output_tail: str
     backend: str | None
     seconds: float  # wall-clock time of the worker
+    frozen: bool = False  # another job's timing window froze it at least once
 
     def stop_reason(self, limit: float) -> str:
         """Why results may be missing, in words for the feedback."""
@@ -130,7 +131,11 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
     A job that shared its GPU and ran out of GPU memory is run once more with the GPU to
     itself, from a copy of its folder as it was before the first run: another
     submission's job may have held the memory (cgroups do not limit GPU memory, and a
-    job frozen for a timing window keeps what it allocated)."""
+    job frozen for a timing window keeps what it allocated). So is one that ran past its
+    time limit after a timing window froze it: on an H100 a correct network's training
+    job, frozen and thawed, once ran on to its limit, which its student must not pay
+    for. A submission that loops for ever pays twice its limit in time, the second alone
+    on the GPU (a cost to the class's wall time, no gain to it)."""
     settings = sandbox.current()
     caps = probe.capabilities(settings, on_gpu)
     gate = gpus.current_gate() if on_gpu and shared else None
@@ -144,13 +149,18 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
     try:
         run = _attempt(job, workdir, timeout, on_gpu, launcher, module, extra_env, inputs,
                        settings, caps, gate, windows)
-        if aside is None or not out_of_gpu_memory(run) or stopping():
+        if aside is None or stopping():
+            return run
+        if out_of_gpu_memory(run):
+            why = "out of GPU memory beside other jobs"
+        elif run.timed_out and run.frozen:
+            why = "past its time limit after being frozen for another job's timing"
+        else:
             return run
         again = workdir.with_name(workdir.name + "-alone")
         shutil.rmtree(again, ignore_errors=True)
         shutil.copytree(aside, again, symlinks=True)
-        print(f"{workdir}: out of GPU memory beside other jobs; run again alone",
-              file=sys.stderr)
+        print(f"{workdir}: {why}; run again alone", file=sys.stderr)
         moved = Job.from_json(_moved(job.to_json(), workdir, again))
         with gpus.exclusive():
             return run_worker(moved, again, timeout, on_gpu,
@@ -298,7 +308,8 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
             backend = safe_io.clean_text(status["backend"], 200)
     except (OSError, ValueError):
         backend = None
-    return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds)
+    return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds,
+                     me.freezes > 0)
 
 
 def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> bool:

@@ -263,12 +263,13 @@ def test_time_spent_frozen_does_not_count_against_the_limit():
     proc.wait()
 
 
-def _run(tmp_path, tail: str = "", errors: dict | None = None) -> runner.WorkerRun:
+def _run(tmp_path, tail: str = "", errors: dict | None = None, timed_out: bool = False,
+         frozen: bool = False) -> runner.WorkerRun:
     out = tmp_path / "results"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in (errors or {}).items():
         (out / name).write_text(text)
-    return runner.WorkerRun(out, 1, False, tail, None, 1.0)
+    return runner.WorkerRun(out, 1, timed_out, tail, None, 1.0, frozen)
 
 
 def test_running_out_of_gpu_memory_is_recognised(tmp_path):
@@ -317,6 +318,35 @@ def test_a_job_out_of_gpu_memory_beside_others_runs_again_alone(tmp_path, monkey
     assert (where2 / "submission" / "gemm_1_naive.py").read_text() == "honest = True\n"
     assert (where2 / "rank-1" / "inputs.npz").exists()
     assert not workdir.resolve().with_name("gemm-naive-aside").exists()
+
+
+@pytest.mark.parametrize(("frozen", "runs"), [(True, 2), (False, 1)])
+def test_a_job_past_its_limit_after_a_freeze_runs_again_alone(tmp_path, monkeypatch,
+                                                               frozen, runs):
+    """A job frozen for another's timing window that then ran past its limit gets a run
+    with the GPU to itself; one never frozen that ran past it does not."""
+    calls, alone = [], []
+    monkeypatch.setattr(runner, "_attempt", lambda *a: calls.append(a) or _run(
+        tmp_path / f"r{len(calls)}", timed_out=True, frozen=frozen and len(calls) == 1))
+    monkeypatch.setattr(gpus, "current_gate", lambda: gpus.Gate(4))
+    monkeypatch.setattr(gpus, "exclusive", lambda: _Alone(alone))
+    run = runner.run_worker(GemmJob(), tmp_path / "w", 10, on_gpu=True)
+    assert len(calls) == runs and run.timed_out
+    assert alone == (["in", "out"] if frozen else [])
+
+
+def test_a_drained_window_opens_after_its_bound_with_a_hung_job_frozen(monkeypatch):
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
+    gate = gpus.Gate(4)
+    me, hung = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    gate.start(me)
+    gate.start(hung)
+    started = time.monotonic()
+    gate.open_window(me, drain=True)
+    assert time.monotonic() - started >= 0.2
+    assert hung.cgroup.on and hung.freezes == 1 and not me.freezes
+    gate.close_window()
+    assert not hung.cgroup.on and hung.paused > 0
 
 
 def test_a_job_out_of_memory_alone_is_not_run_again(tmp_path, monkeypatch):
