@@ -32,6 +32,11 @@ from nnkit.timing import time_calls
 
 PROFILE_FILE = "profile.json"  # the counts of the profiled call (simulator only)
 PROFILE_ERROR = "profile.err"
+# Each timed case stops repeating once its timed calls have taken this long together (at
+# least 3 calls; nnkit.timing.time_calls). The solution's calls take milliseconds, so a
+# kernel is cut short only when it is many times slower, where its points are few: a
+# naive kernel 60x the solution's held the GPU, every other job frozen, for 33 s.
+TIMED_SECONDS = 2.0
 
 
 def operands(ctx: Context, prefix: str, case: GemmCase) -> Operands:
@@ -247,12 +252,12 @@ class TimedCase:
         self.others.append(record.other_launches)
         self.samples.append(to_host(self.bufs[2])[self.ops.interior][self.rows, self.cols])
 
-    def _calls(self, repeats: int, warmup: int):
+    def _calls(self, repeats: int, warmup: int, budget: float | None = None):
         return time_calls(self._call, repeats=repeats, warmup=warmup, before_each=self._before,
-                          after_each=self._after, clock=self.ctx.clock)
+                          after_each=self._after, clock=self.ctx.clock, budget=budget)
 
     def time(self) -> None:
-        self.timings = self._calls(self.repeats, self.warmup - self.early)
+        self.timings = self._calls(self.repeats, self.warmup - self.early, TIMED_SECONDS)
         self.C_last = to_host(self.bufs[2])  # before a later case's kernels could touch it
         self.calls_A = []  # the memory back before the next case
 
@@ -260,7 +265,8 @@ class TimedCase:
         ctx, case, ops, bufs = self.ctx, self.case, self.ops, self.bufs
         recorder = ctx.recorder
         # The extra call: full record, then the replay of its launches.
-        A_extra = perturbed_a(ops.A_buf, self.factors[-1], case.trans_a)
+        # (the factor after the calls made: the timing may have stopped early)
+        A_extra = perturbed_a(ops.A_buf, self.factors[len(self.samples)], case.trans_a)
         copy_into(bufs[0], to_device(A_extra))
         copy_into(bufs[2], self.pristine_C)
         recorder.begin(FULL, [(bufs[0], A_extra), (bufs[1], ops.B_buf), (bufs[2], ops.C_buf)])

@@ -9,8 +9,10 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import KIT_ROOT, TESTS
@@ -33,6 +35,7 @@ SCRIPT = textwrap.dedent("""
     case = GemmCase(16, 8, 4, 2.0, 5.0, seed=900)
     recorder = launches.Recorder(submission, False)
     recorder.install()
+    gemm.TIMED_SECONDS = float(sys.argv[3])
     job = GemmJob(repeats=20, warmup=2, perf_seed=77)  # the config's, as the cheat assumes
     clock = timing.capture()
     ctx = Context(job, out, submission, job_inputs([], [case], 42), recorder,
@@ -42,9 +45,10 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _timed(submission: Path, out: Path) -> str:
+def _timed(submission: Path, out: Path, budget: float = 1e9) -> str:
     out.mkdir()
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(submission), str(out)],
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(submission), str(out),
+                           str(budget)],
                           cwd=KIT_ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "NNKIT_DEVICE": "sim"})
     assert done.returncode == 0, done.stderr[-2000:]
@@ -63,3 +67,29 @@ def test_a_rescaled_product_is_caught_in_the_timed_calls(tmp_path):
     message = _timed(cheat, tmp_path / "cheat-out")
     assert "timed call 2 of 22 computed a wrong C" in message, message
     assert _timed(KIT_ROOT / "solution", tmp_path / "solution-out") == "no GPU timings"
+
+
+def test_time_calls_stops_at_its_budget_after_the_least_calls():
+    from nnkit import timing
+
+    calls = []
+
+    def run() -> None:
+        calls.append(1)
+        time.sleep(0.02)
+
+    got = timing.time_calls(run, repeats=20, warmup=1, budget=0.05)
+    assert len(got.host) == 3 and len(calls) == 4  # 0.06 s >= 0.05 after 3 timed calls
+    calls.clear()
+    got = timing.time_calls(run, repeats=20, warmup=0, budget=0.0, least=5)
+    assert len(got.host) == 5 and len(calls) == 5
+    assert len(timing.time_calls(run, repeats=4, warmup=0).host) == 4  # no budget
+
+
+def test_a_timing_cut_short_is_checked_as_a_whole_one(tmp_path):
+    """The solution timed with no budget left after 3 calls: its samples, the extra
+    call's factor and its replay still check (the grader counts the calls made)."""
+    out = tmp_path / "solution-out"
+    assert _timed(KIT_ROOT / "solution", out, budget=0.0) == "no GPU timings"
+    samples = np.load(out / "perf-0.npz")["samples"]
+    assert samples.shape[0] == 2 + 3  # warm-up calls, then the least timed calls
