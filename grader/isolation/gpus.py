@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -59,8 +59,10 @@ class Freezable(Protocol):
 
 FREEZE_WAIT = 2.0  # seconds for a job's processes to stop once frozen; else it is drained
 # The longest a drained window waits for the other jobs to end (or to ask for windows of
-# their own): past it, those still running are frozen and the window opens anyway. A job
-# that hangs must not stop its whole GPU until its time limit.
+# their own): past it, those still running are stopped (displaced: each runs again later,
+# alone) and the window opens. A job that hangs must not stop its whole GPU until its time
+# limit, nor may one left running, frozen, with its kernels still queued, disturb the
+# timing (runner.run_worker runs a displaced job again).
 DRAIN_SECONDS = 30.0
 
 
@@ -73,6 +75,8 @@ class RunningJob:
     # for its own window)
     frozen_at: float | None = None  # when the window it is frozen for began
     freezes: int = 0  # how often another job's window froze it
+    stop: Callable[[], None] | None = None  # kills every process of the job (its runner's)
+    displaced: bool = False  # stopped for another job's window: to be run again, alone
     asking: bool = False  # waiting for a window of its own: its worker is blocked on the
     # grant, so a drained window need not wait for its end (it would wait for ever)
 
@@ -176,12 +180,33 @@ class Gate:
                 self.cond.wait_for(lambda: all(j is me or j.asking for j in self.running),
                                    timeout=DRAIN_SECONDS)
                 left = [j for j in self.running if j is not me]
+            self._displace([j for j in left if not j.asking])
             now = time.monotonic()
             for job in left:
-                job.frozen_at = now
-                job.freezes += 1
-                if job.cgroup is not None:
-                    job.cgroup.freeze(True)
+                if not job.displaced:  # asking, or not started far enough to be stopped
+                    job.frozen_at = now
+                    job.freezes += 1
+                    if job.cgroup is not None:
+                        job.cgroup.freeze(True)
+
+    def displace_others(self, me: RunningJob) -> None:
+        """Stop every other job on the GPU (frozen ones included) and wait for their end:
+        the last resort of a window whose GPU stays busy once drained. Each runs again,
+        alone, later."""
+        with self.cond:
+            others = [j for j in self.running if j is not me]
+        self._displace(others)
+
+    def _displace(self, jobs: list[RunningJob]) -> None:
+        with self.cond:  # (a job that has just ended is left alone)
+            targets = [j for j in jobs if j in self.running and j.stop is not None]
+            for job in targets:
+                job.displaced = True
+        for job in targets:
+            job.stop()
+        with self.cond:
+            self.cond.wait_for(lambda: not any(j in self.running for j in targets),
+                               timeout=DRAIN_SECONDS)
 
     def close_window(self) -> None:
         with self.cond:

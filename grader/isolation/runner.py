@@ -13,6 +13,7 @@ uid) and no new one starts after it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -79,6 +80,7 @@ class WorkerRun:
     backend: str | None
     seconds: float  # wall-clock time of the worker
     frozen: bool = False  # another job's timing window froze it at least once
+    displaced: bool = False  # stopped for another job's timing window (gpus.Gate)
 
     def stop_reason(self, limit: float) -> str:
         """Why results may be missing, in words for the feedback."""
@@ -135,7 +137,8 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
     time limit after a timing window froze it: on an H100 a correct network's training
     job, frozen and thawed, once ran on to its limit, which its student must not pay
     for. A submission that loops for ever pays twice its limit in time, the second alone
-    on the GPU (a cost to the class's wall time, no gain to it)."""
+    on the GPU (a cost to the class's wall time, no gain to it). So, last, is a job
+    stopped to give another job's timing window an idle GPU (gpus.Gate: displaced)."""
     settings = sandbox.current()
     caps = probe.capabilities(settings, on_gpu)
     gate = gpus.current_gate() if on_gpu and shared else None
@@ -151,7 +154,9 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
                        settings, caps, gate, windows)
         if aside is None or stopping():
             return run
-        if out_of_gpu_memory(run):
+        if run.displaced:
+            why = "stopped to give another job's timing window an idle GPU"
+        elif out_of_gpu_memory(run):
             why = "out of GPU memory beside other jobs"
         elif run.timed_out and run.frozen:
             why = "past its time limit after being frozen for another job's timing"
@@ -280,6 +285,7 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
                                             stderr=subprocess.STDOUT, start_new_session=True,
                                             pass_fds=server.child_fds if server else ())
                     _live[id(proc)] = (box, proc)
+                    me.stop = functools.partial(box.kill, proc)
             if proc is None:
                 return WorkerRun(outdir, STOPPED, False, INTERRUPTED, None, 0.0)
             if server is not None:
@@ -309,7 +315,7 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
     except (OSError, ValueError):
         backend = None
     return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds,
-                     me.freezes > 0)
+                     me.freezes > 0, me.displaced)
 
 
 def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> bool:

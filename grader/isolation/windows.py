@@ -8,7 +8,10 @@ and serves its requests, one byte each:
     worker -> grader  T   "I am about to time: give me the GPU"
     grader -> worker  G   "the other jobs on it are frozen (or gone)"
     worker -> grader  B   "it is still busy" (a frozen job's kernel still runs):
-                          the grader lets the others go on to their end, then G again
+                          the grader lets the others go on to their end (for at most
+                          gpus.DRAIN_SECONDS, then stops those left), then G again
+    worker -> grader  B   (a second time) "still busy": the grader stops every other
+                          job on the GPU, then G; a stopped job runs again later, alone
     worker -> grader  D   "done timing": the others go on
 
 The pipe is the worker's, so submitted code can write to it too: all it can do is ask
@@ -135,6 +138,11 @@ class WindowServer:
                 if not self._grant():
                     return True
                 answer = self._read(WINDOW_SECONDS)
+                if answer == BUSY:  # still busy once drained: the others are stopped
+                    self.gate.displace_others(self.me)
+                    if not self._grant():
+                        return True
+                    answer = self._read(WINDOW_SECONDS)
             return answer is not None
         finally:
             self.held += time.monotonic() - opened

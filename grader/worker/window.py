@@ -30,7 +30,8 @@ IDLE_SLACK, IDLE_MARGIN = 2.5, 2.5e-5
 IDLE_PROBES = 10  # in a row
 IDLE_WAIT = 1.0  # seconds of probing before the grader is told the GPU is busy
 # After a drained grant (the others ended, or froze waiting for windows of their own),
-# what they left queued may still run: probed for up to this long before timing anyway.
+# what they left queued may still run: probed for up to this long, after which the
+# grader is told again and stops every other job on the GPU.
 DRAINED_WAIT = 10.0
 # A launch-bound timing (the network's epochs) runs at the pace of the CPU that launches.
 # The GPU hosts may be virtual machines, where a CPU is as fast as what shares its physical
@@ -68,7 +69,8 @@ class Window:
                     self._say(ASK)
                     if not gpu_idle(self.clock, probe):
                         self._say(BUSY)  # the grader lets the other jobs end, then grants
-                        gpu_idle(self.clock, probe, DRAINED_WAIT)
+                        if not gpu_idle(self.clock, probe, DRAINED_WAIT):
+                            self._say(BUSY)  # it stops them all, then grants
                 spin_up()
             self._probe, self._cpus = (probe if launch_bound else None), cpus
             try:

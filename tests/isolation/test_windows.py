@@ -335,18 +335,57 @@ def test_a_job_past_its_limit_after_a_freeze_runs_again_alone(tmp_path, monkeypa
     assert alone == (["in", "out"] if frozen else [])
 
 
-def test_a_drained_window_opens_after_its_bound_with_a_hung_job_frozen(monkeypatch):
+def test_a_drained_window_stops_a_job_still_running_at_its_bound(monkeypatch):
+    """A job still running DRAIN_SECONDS into a drained window is stopped (displaced: its
+    runner runs it again alone); one that cannot be stopped yet is frozen."""
     monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
     gate = gpus.Gate(4)
     me, hung = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
-    gate.start(me)
-    gate.start(hung)
+    starting = gpus.RunningJob(FakeCgroup())  # no process to stop yet
+    for job in (me, hung, starting):
+        gate.start(job)
+    hung.stop = lambda: gate.end(hung)  # its processes killed: its runner ends it
     started = time.monotonic()
     gate.open_window(me, drain=True)
     assert time.monotonic() - started >= 0.2
-    assert hung.cgroup.on and hung.freezes == 1 and not me.freezes
+    assert hung.displaced and hung not in gate.running and not hung.cgroup.calls
+    assert starting.cgroup.on and starting.freezes == 1 and not starting.displaced
+    assert not me.freezes and not me.displaced
     gate.close_window()
-    assert not hung.cgroup.on and hung.paused > 0
+    assert not starting.cgroup.on and starting.paused > 0
+
+
+def test_a_gpu_still_busy_once_drained_stops_every_other_job():
+    """The worker says BUSY twice: once drained (here, the other job only waits for its
+    own window: frozen), the second time the grader stops the others before it grants."""
+    gate, other, server, worker = _served(1)
+    other.asking = True  # as while its own server waits for this window to close
+    other.stop = lambda: gate.end(other)
+    assert worker.say(windows.ASK) == windows.GRANT
+    assert worker.say(windows.BUSY) == windows.GRANT
+    assert other.cgroup.on and not other.displaced  # frozen where it waits
+    assert worker.say(windows.BUSY) == windows.GRANT
+    assert other.displaced and other not in gate.running
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+    assert server.drained == 1 and not gate.window
+
+
+def test_a_displaced_job_runs_again_alone(tmp_path, monkeypatch):
+    calls, alone = [], []
+
+    def attempt(*args):
+        calls.append(args)
+        run = _run(tmp_path / f"r{len(calls)}")
+        run.displaced = len(calls) == 1
+        return run
+
+    monkeypatch.setattr(runner, "_attempt", attempt)
+    monkeypatch.setattr(gpus, "current_gate", lambda: gpus.Gate(4))
+    monkeypatch.setattr(gpus, "exclusive", lambda: _Alone(alone))
+    runner.run_worker(GemmJob(), tmp_path / "w", 10, on_gpu=True)
+    assert len(calls) == 2 and alone == ["in", "out"]
 
 
 def test_a_job_out_of_memory_alone_is_not_run_again(tmp_path, monkeypatch):
