@@ -120,7 +120,7 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
                launcher: list[str] | tuple[str, ...] = (), module: str = "grader.worker",
                extra_env: dict[str, str] | None = None,
                inputs: dict[str, np.ndarray] | None = None, windows: int = 0,
-               shared: bool = True) -> WorkerRun:
+               shared: bool = True, rerun: bool = False) -> WorkerRun:
     """Run `module` (of grader/worker/) on `job` inside workdir; the job's outdir is
     created there. launcher goes before the interpreter (say, mpiexec's command: every
     process it starts is confined and killed with the job alike); extra_env is added to
@@ -137,8 +137,9 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
     time limit after a timing window froze it: on an H100 a correct network's training
     job, frozen and thawed, once ran on to its limit, which its student must not pay
     for. A submission that loops for ever pays twice its limit in time, the second alone
-    on the GPU (a cost to the class's wall time, no gain to it). So, last, is a job
-    stopped to give another job's timing window an idle GPU (gpus.Gate: displaced)."""
+    on the GPU (a cost to the class's wall time, no gain to it). A job stopped to give
+    another job's timing window an idle GPU (gpus.Gate: displaced) runs once more beside
+    the others (`rerun`), and alone if it is stopped again."""
     settings = sandbox.current()
     caps = probe.capabilities(settings, on_gpu)
     gate = gpus.current_gate() if on_gpu and shared else None
@@ -154,19 +155,25 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
                        settings, caps, gate, windows)
         if aside is None or stopping():
             return run
+        alone = True
         if run.displaced:
             why = "stopped to give another job's timing window an idle GPU"
+            alone = rerun
         elif out_of_gpu_memory(run):
             why = "out of GPU memory beside other jobs"
         elif run.timed_out and run.frozen:
             why = "past its time limit after being frozen for another job's timing"
         else:
             return run
-        again = workdir.with_name(workdir.name + "-alone")
+        again = workdir.with_name(workdir.name + ("-alone" if alone else "-again"))
         shutil.rmtree(again, ignore_errors=True)
         shutil.copytree(aside, again, symlinks=True)
-        print(f"{workdir}: {why}; run again alone", file=sys.stderr)
+        print(f"{workdir}: {why}; run again" + (" alone" if alone else ""), file=sys.stderr)
         moved = Job.from_json(_moved(job.to_json(), workdir, again))
+        if not alone:
+            return run_worker(moved, again, timeout, on_gpu, launcher=launcher, module=module,
+                              extra_env=extra_env, inputs=inputs, windows=windows,
+                              rerun=True)
         with gpus.exclusive():
             return run_worker(moved, again, timeout, on_gpu,
                               launcher=launcher, module=module, extra_env=extra_env,

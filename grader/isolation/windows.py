@@ -11,7 +11,8 @@ and serves its requests, one byte each:
                           the grader lets the others go on to their end (for at most
                           gpus.DRAIN_SECONDS, then stops those left), then G again
     worker -> grader  B   (a second time) "still busy": the grader stops every other
-                          job on the GPU, then G; a stopped job runs again later, alone
+                          job on the GPU (in the first window that says so only), then
+                          G; a stopped job runs again (runner.run_worker)
     worker -> grader  D   "done timing": the others go on
 
 The pipe is the worker's, so submitted code can write to it too: all it can do is ask
@@ -49,6 +50,8 @@ class WindowServer:
         self.opened = 0  # windows given
         self.drained = 0  # of which the others had to end first
         self.held = 0.0  # seconds its windows were open, every other job there frozen
+        self.stopped_others = False  # a second BUSY stopped the other jobs (once a job:
+        # each stopped job runs again, so the byte, which a submission can write, is a cost)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -139,7 +142,9 @@ class WindowServer:
                     return True
                 answer = self._read(WINDOW_SECONDS)
                 if answer == BUSY:  # still busy once drained: the others are stopped
-                    self.gate.displace_others(self.me)
+                    if not self.stopped_others:
+                        self.stopped_others = True
+                        self.gate.displace_others(self.me)
                     if not self._grant():
                         return True
                     answer = self._read(WINDOW_SECONDS)

@@ -369,7 +369,25 @@ def test_a_gpu_still_busy_once_drained_stops_every_other_job():
     worker.say(windows.DONE, reply=False)
     worker.leave()
     server.close()
-    assert server.drained == 1 and not gate.window
+    assert server.drained == 1 and not gate.window and server.stopped_others
+
+
+def test_only_one_window_of_a_job_stops_the_others(monkeypatch):
+    """The bytes are the submission's to write: each stopped job runs again, so a job
+    stops the others once at most."""
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
+    gate, other, server, worker = _served(2)
+    other.asking = True
+    stops = []
+    other.stop = lambda: stops.append(1)  # (its runner would end it; here it stays)
+    for _ in range(2):
+        assert worker.say(windows.ASK) == windows.GRANT
+        assert worker.say(windows.BUSY) == windows.GRANT
+        assert worker.say(windows.BUSY) == windows.GRANT
+        worker.say(windows.DONE, reply=False)
+    assert stops == [1]
+    worker.leave()
+    server.close()
 
 
 def test_a_displaced_job_runs_again_alone(tmp_path, monkeypatch):
@@ -385,7 +403,18 @@ def test_a_displaced_job_runs_again_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(gpus, "current_gate", lambda: gpus.Gate(4))
     monkeypatch.setattr(gpus, "exclusive", lambda: _Alone(alone))
     runner.run_worker(GemmJob(), tmp_path / "w", 10, on_gpu=True)
-    assert len(calls) == 2 and alone == ["in", "out"]
+    assert len(calls) == 2 and alone == []  # once more beside the others
+    calls.clear()
+    monkeypatch.setattr(runner, "_attempt", lambda *a: calls.append(a) or _displaced(
+        tmp_path / f"s{len(calls)}", len(calls) <= 2))
+    runner.run_worker(GemmJob(), tmp_path / "w2", 10, on_gpu=True)
+    assert len(calls) == 3 and alone == ["in", "out"]  # stopped twice: then alone
+
+
+def _displaced(where, displaced: bool) -> runner.WorkerRun:
+    run = _run(where)
+    run.displaced = displaced
+    return run
 
 
 def test_a_job_out_of_memory_alone_is_not_run_again(tmp_path, monkeypatch):
