@@ -76,13 +76,22 @@ class RunningJob:
     frozen_at: float | None = None  # when the window it is frozen for began
     freezes: int = 0  # how often another job's window froze it
     stop: Callable[[], None] | None = None  # kills every process of the job (its runner's)
-    displaced: bool = False  # stopped for another job's window: to be run again, alone
+    displaced: bool = False  # stopped for another job's window: to be run again
+    stops_used: bool = False  # its windows have stopped other jobs once: the most they may
+    # (each stopped job runs again, and a submission can say "busy" at will)
+    disturbed: bool = False  # a window of its own opened on a GPU that may still have been
+    # busy (others frozen with work queued, once its stop was used): to be run again, alone
     asking: bool = False  # waiting for a window of its own: its worker is blocked on the
     # grant, so a drained window need not wait for its end (it would wait for ever)
 
+    waiting_since: float | None = None  # when its window server began waiting for the
+    # GPU (its own window, or the others to be stopped), until that wait is credited
+
     def paused_now(self) -> float:
-        """paused, the current freeze included (read by the thread timing the job)."""
-        since = self.frozen_at
+        """paused, the current freeze or wait included (read by the thread timing the
+        job). A freeze within a wait is counted twice until the wait is credited
+        (windows.WindowServer._credited), which leaves only the job's own limit longer."""
+        since = self.waiting_since if self.waiting_since is not None else self.frozen_at
         return self.paused + (time.monotonic() - since if since is not None else 0.0)
 
 
@@ -147,14 +156,18 @@ class Gate:
             self.running.discard(job)
             self.cond.notify_all()
 
-    def open_window(self, me: RunningJob, drain: bool = False) -> None:
+    def open_window(self, me: RunningJob, drain: bool = False) -> bool:
         """Give `me` the GPU to itself: every other job on it frozen where it stands, or,
-        for a job that cannot be (or with drain), ended first. No job starts meanwhile."""
+        for a job that cannot be (or with drain), ended first. No job starts meanwhile.
+        False, with no window opened, when `me` has ended while it waited."""
         with self.cond:
             me.asking = True
             self.cond.notify_all()  # a drained window waits for the others to end or ask
             self.cond.wait_for(lambda: not self.window and not self.exclusive)
             me.asking = False
+            if me not in self.running:  # stopped or killed while it waited
+                self.cond.notify_all()
+                return False
             self.window = True
             others = [j for j in self.running if j is not me]
         now = time.monotonic()
@@ -175,29 +188,39 @@ class Gate:
             # A timed job that asks for its own window meanwhile never ends: its worker
             # waits for the grant, which waits for this window. Once only such jobs are
             # left they are frozen where they wait (blocked, launching nothing) instead;
-            # so are jobs still running after DRAIN_SECONDS (one hung would stop the GPU).
+            # jobs still running after DRAIN_SECONDS (one hung would stop the GPU) are
+            # stopped, once per job whose windows ask it, and frozen after that.
             with self.cond:
                 self.cond.wait_for(lambda: all(j is me or j.asking for j in self.running),
                                    timeout=DRAIN_SECONDS)
                 left = [j for j in self.running if j is not me]
-            self._displace([j for j in left if not j.asking])
+                running = [j for j in left if not j.asking]
+            if running:
+                self._stop(me, running)
             now = time.monotonic()
             for job in left:
-                if not job.displaced:  # asking, or not started far enough to be stopped
+                if not job.displaced:  # asking, or not stopped
                     job.frozen_at = now
                     job.freezes += 1
                     if job.cgroup is not None:
                         job.cgroup.freeze(True)
+        return True
 
     def displace_others(self, me: RunningJob) -> None:
         """Stop every other job on the GPU (frozen ones included) and wait for their end:
-        the last resort of a window whose GPU stays busy once drained. Each runs again,
-        alone, later."""
+        the last resort of a window whose GPU stays busy once drained."""
         with self.cond:
             others = [j for j in self.running if j is not me]
-        self._displace(others)
+        self._stop(me, others)
 
-    def _displace(self, jobs: list[RunningJob]) -> None:
+    def _stop(self, me: RunningJob, jobs: list[RunningJob]) -> None:
+        """Stop `jobs` for `me`'s window (each runs again), if `me` has not already had
+        others stopped; else leave them as they are and mark `me` disturbed: its timing
+        may have met their queued work, and it runs again alone."""
+        if me.stops_used:
+            me.disturbed = True
+            return
+        me.stops_used = True
         with self.cond:  # (a job that has just ended is left alone)
             targets = [j for j in jobs if j in self.running and j.stop is not None]
             for job in targets:

@@ -81,6 +81,7 @@ class WorkerRun:
     seconds: float  # wall-clock time of the worker
     frozen: bool = False  # another job's timing window froze it at least once
     displaced: bool = False  # stopped for another job's timing window (gpus.Gate)
+    disturbed: bool = False  # its own window may have met others' work (gpus.Gate._stop)
 
     def stop_reason(self, limit: float) -> str:
         """Why results may be missing, in words for the feedback."""
@@ -139,7 +140,8 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
     for. A submission that loops for ever pays twice its limit in time, the second alone
     on the GPU (a cost to the class's wall time, no gain to it). A job stopped to give
     another job's timing window an idle GPU (gpus.Gate: displaced) runs once more beside
-    the others (`rerun`), and alone if it is stopped again."""
+    the others (`rerun`), and alone if it is stopped again; a timed job whose window may
+    have met other jobs' work (gpus.Gate._stop: disturbed) runs again alone."""
     settings = sandbox.current()
     caps = probe.capabilities(settings, on_gpu)
     gate = gpus.current_gate() if on_gpu and shared else None
@@ -156,7 +158,9 @@ def run_worker(job: Job, workdir: Path, timeout: float, on_gpu: bool, *,
         if aside is None or stopping():
             return run
         alone = True
-        if run.displaced:
+        if run.disturbed:
+            why = "its timing window may have met other jobs' work on the GPU"
+        elif run.displaced:
             why = "stopped to give another job's timing window an idle GPU"
             alone = rerun
         elif out_of_gpu_memory(run):
@@ -302,6 +306,7 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
             finally:
                 with _live_lock:
                     _live.pop(id(proc), None)
+                me.stop = None  # ended: nothing of it to stop for a window now
             box.kill(proc)  # also anything the submission left running in the background
             proc.wait()
             seconds = time.perf_counter() - start
@@ -321,8 +326,10 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
             backend = safe_io.clean_text(status["backend"], 200)
     except (OSError, ValueError):
         backend = None
+    # (displaced counts only if the stop ended it: one that finished by itself just as a
+    # window stopped the others keeps its results)
     return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds,
-                     me.freezes > 0, me.displaced)
+                     me.freezes > 0, me.displaced and proc.returncode != 0, me.disturbed)
 
 
 def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> bool:

@@ -11,8 +11,10 @@ and serves its requests, one byte each:
                           the grader lets the others go on to their end (for at most
                           gpus.DRAIN_SECONDS, then stops those left), then G again
     worker -> grader  B   (a second time) "still busy": the grader stops every other
-                          job on the GPU (in the first window that says so only), then
-                          G; a stopped job runs again (runner.run_worker)
+                          job on the GPU, then G; a stopped job runs again
+                          (runner.run_worker). A job's windows stop others once at most
+                          (gpus.Gate._stop): past that, the timed job itself is run again
+                          alone, so that saying "busy" costs only the job that says it
     worker -> grader  D   "done timing": the others go on
 
 The pipe is the worker's, so submitted code can write to it too: all it can do is ask
@@ -50,8 +52,6 @@ class WindowServer:
         self.opened = 0  # windows given
         self.drained = 0  # of which the others had to end first
         self.held = 0.0  # seconds its windows were open, every other job there frozen
-        self.stopped_others = False  # a second BUSY stopped the other jobs (once a job:
-        # each stopped job runs again, so the byte, which a submission can write, is a cost)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -121,10 +121,9 @@ class WindowServer:
         """One window, from the grant to the worker's DONE (True), or until it was held
         WINDOW_SECONDS (False: the others go on; so does the slow kernel's timing, which
         scores nothing at that length anyway, and the job's next window is served)."""
-        asked = time.monotonic()
-        self.gate.open_window(self.me)
+        if not self._credited(self.gate.open_window, self.me):
+            return True  # the job has ended
         opened = time.monotonic()
-        self.me.paused += opened - asked
         self.opened += 1
         try:
             if not self._grant():
@@ -134,17 +133,13 @@ class WindowServer:
                 self.drained += 1
                 self.gate.close_window()
                 self.held += time.monotonic() - opened
-                asked = time.monotonic()
-                self.gate.open_window(self.me, drain=True)
+                got = self._credited(self.gate.open_window, self.me, drain=True)
                 opened = time.monotonic()
-                self.me.paused += opened - asked
-                if not self._grant():
+                if not got or not self._grant():
                     return True
                 answer = self._read(WINDOW_SECONDS)
                 if answer == BUSY:  # still busy once drained: the others are stopped
-                    if not self.stopped_others:
-                        self.stopped_others = True
-                        self.gate.displace_others(self.me)
+                    self._credited(self.gate.displace_others, self.me)  # (or it is marked)
                     if not self._grant():
                         return True
                     answer = self._read(WINDOW_SECONDS)
@@ -152,3 +147,16 @@ class WindowServer:
         finally:
             self.held += time.monotonic() - opened
             self.gate.close_window()
+
+    def _credited(self, wait, *args, **kwargs):
+        """wait(*args, **kwargs), its time not counted against the job's limit: credited
+        once, less what a freeze meanwhile was already credited for."""
+        me = self.me
+        asked, before = time.monotonic(), me.paused
+        me.waiting_since = asked
+        try:
+            return wait(*args, **kwargs)
+        finally:
+            waited = time.monotonic() - asked
+            me.waiting_since = None
+            me.paused += max(0.0, waited - (me.paused - before))

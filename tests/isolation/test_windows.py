@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -369,7 +370,7 @@ def test_a_gpu_still_busy_once_drained_stops_every_other_job():
     worker.say(windows.DONE, reply=False)
     worker.leave()
     server.close()
-    assert server.drained == 1 and not gate.window and server.stopped_others
+    assert server.drained == 1 and not gate.window and server.me.stops_used
 
 
 def test_only_one_window_of_a_job_stops_the_others(monkeypatch):
@@ -386,6 +387,7 @@ def test_only_one_window_of_a_job_stops_the_others(monkeypatch):
         assert worker.say(windows.BUSY) == windows.GRANT
         worker.say(windows.DONE, reply=False)
     assert stops == [1]
+    assert server.me.disturbed  # its second window met a GPU it could not clear: rerun
     worker.leave()
     server.close()
 
@@ -435,3 +437,172 @@ class _Alone:
 
     def __exit__(self, *exc):
         self.log.append("out")
+
+
+# Found by a review of the windows' stopping and crediting (each failed before its fix).
+
+def test_a_hostile_asker_keeps_the_gpu_busy_through_a_later_window(monkeypatch):
+    """T has 2 windows. Its first spent the 'stop the others' budget (H, busy, was stopped).
+    H runs again beside the others (rerun=True), queues long kernels and asks for a window
+    of its own: frozen, not stopped, its kernels still running. T's second window: B, B,
+    and the grader grants with H still there, its kernels on the GPU: T is timed on a busy
+    GPU, nothing records it."""
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
+    gate, h, server, worker = _served(2)
+    h.stop = lambda: gate.end(h)
+    assert worker.say(windows.ASK) == windows.GRANT
+    h.asking = True
+    assert worker.say(windows.BUSY) == windows.GRANT
+    assert worker.say(windows.BUSY) == windows.GRANT
+    assert h.displaced
+    worker.say(windows.DONE, reply=False)
+    time.sleep(0.05)
+    h2 = gpus.RunningJob(FakeCgroup())  # H's rerun, beside the others
+    gate.start(h2)
+    h2.stop = lambda: gate.end(h2)
+    h2_server = windows.WindowServer(gate, h2, 1)
+    h2_worker = FakeWorker(h2_server)
+    h2_server.start()
+    assert worker.say(windows.ASK) == windows.GRANT
+    os.write(h2_worker.asks, windows.ASK)  # H asks (thawed during the drain, or before)
+    time.sleep(0.05)
+    assert worker.say(windows.BUSY) == windows.GRANT  # drained: H asking -> frozen
+    assert worker.say(windows.BUSY) == windows.GRANT  # still busy: H's kernels
+    assert h2 not in gate.running or server.me.disturbed, \
+        "granted with H's kernels still on the GPU, T's timing unmarked"
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+
+
+def test_a_window_is_not_opened_for_a_job_that_has_ended(monkeypatch):
+    """An asker stopped (displace_others) or timed out while its server waits in
+    open_window still gets its window once the owner's closes: every other job is frozen
+    for a dead job, and one whose processes do not stop within FREEZE_WAIT is drained for
+    DRAIN_SECONDS and then displaced (run again), all for nobody."""
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
+    monkeypatch.setattr(gpus, "FREEZE_WAIT", 0.1)
+    gate = gpus.Gate(4)
+    owner, asker = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    plain = gpus.RunningJob(FakeCgroup())
+    plain.stop = lambda: gate.end(plain)
+    for job in (owner, asker, plain):
+        gate.start(job)
+    gate.open_window(owner)
+    t = _in_thread(gate.open_window, asker)
+    time.sleep(0.05)
+    gate.end(asker)  # killed (displace_others, or its limit) while its server waits
+    gate.close_window()
+    plain.cgroup.can = False  # from now on its processes do not stop (say, in a driver call)
+    t.join(2)
+    assert not plain.displaced, "displaced for a window of a job that had ended"
+    assert not gate.window, "a window open for a job that ended"
+
+
+class _Box:
+    """A stand-in sandbox: the process exits 0 at once; tearing down takes a while
+    (kill_until_gone, a GPU context)."""
+
+    def __init__(self, *a):
+        self.cgroup, self.env = FakeCgroup(), dict(os.environ)
+
+    def __enter__(self):
+        import tempfile
+        self.private = Path(tempfile.mkdtemp())
+        return self
+
+    def __exit__(self, *e):
+        pass
+
+    def command(self, argv, cwd):
+        return [sys.executable, "-c", "pass"]
+
+    def kill(self, proc=None):
+        time.sleep(0.3)
+
+    def collect(self, outdir, dest):
+        dest.mkdir(parents=True)
+        return dest
+
+
+def test_a_job_that_finished_is_not_displaced(tmp_path, monkeypatch):
+    gate = gpus.Gate(4)
+    owner = gpus.RunningJob(FakeCgroup())
+    gate.start(owner)
+    monkeypatch.setattr(runner.sandbox, "Sandbox", _Box)
+    monkeypatch.setattr(gpus, "current_gate", lambda: gate)
+    from grader.worker.jobs import GemmJob
+    job = GemmJob(outdir=str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    me = gpus.RunningJob(None)
+    result = []
+    t = _in_thread(lambda: result.append(runner._run(
+        job, tmp_path, 10, False, (), "x", None, None, None, time.time(), me, None)))
+    deadline = time.monotonic() + 5
+    while me.stop is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.15)  # the worker has exited 0; its runner is tearing the box down
+    gate.displace_others(owner)
+    t.join(5)
+    run = result[0]
+    assert run.returncode == 0 and not run.timed_out
+    assert not run.displaced, "a job that ended by itself (exit 0) is run again"
+
+
+def test_an_asker_waiting_out_a_drain_is_not_charged_for_it(monkeypatch):
+    """The docstring: a timed job's limit is stretched by the time it waited for its
+    window. During another job's drain the asker is neither frozen nor credited, so its
+    limit runs out while it waits, and it was never frozen: no rerun."""
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.6)
+    gate = gpus.Gate(4)
+    owner, plain = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    asker = gpus.RunningJob(FakeCgroup())
+    plain.stop = lambda: gate.end(plain)
+    for job in (owner, plain, asker):
+        gate.start(job)
+    _in_thread(gate.open_window, owner, True)  # a drain: plain runs on for 0.6 s
+    time.sleep(0.05)
+    server = windows.WindowServer(gate, asker, 1)
+    worker = FakeWorker(server)
+    server.start()
+    os.write(worker.asks, windows.ASK)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    ok = runner.wait_for(proc, 0.3, asker)  # 0.3 s limit left, blocked on the grant
+    proc.kill()
+    proc.wait()
+    assert ok or asker.freezes, "timed out waiting for its window, never frozen: no rerun"
+
+
+def test_an_asker_frozen_while_it_waits_is_credited_once():
+    gate = gpus.Gate(4)
+    owner, asker = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    gate.start(owner)
+    gate.start(asker)
+    gate.open_window(owner)
+    server = windows.WindowServer(gate, asker, 1)
+    worker = FakeWorker(server)
+    server.start()
+    os.write(worker.asks, windows.ASK)
+    time.sleep(0.5)
+    gate.close_window()
+    assert os.read(worker.grants, 1) == windows.GRANT
+    assert asker.paused < 0.75, f"0.5 s of waiting credited as {asker.paused:.2f} s"
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+
+
+def test_a_job_stops_the_others_once_at_most_even_with_single_busies(monkeypatch):
+    """A first BUSY in each window drains, and a job still running DRAIN_SECONDS later
+    is stopped: in one window of a job only (RunningJob.stops_used), like a second BUSY."""
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
+    gate, other, server, worker = _served(3)
+    stops = []
+    other.stop = lambda: stops.append(1)  # a long training job (its runner would rerun it)
+    for _ in range(3):
+        assert worker.say(windows.ASK) == windows.GRANT
+        assert worker.say(windows.BUSY) == windows.GRANT
+        worker.say(windows.DONE, reply=False)
+    assert len(stops) <= 1, f"stopped {len(stops)} times by one job's bytes"
+    worker.leave()
+    server.close()
