@@ -31,7 +31,7 @@ import numpy as np
 
 from grader import safe_io
 from grader.checks import refusals
-from grader.isolation import gpus, probe, sandbox
+from grader.isolation import gpus, probe, profiling, sandbox
 from grader.isolation.windows import WindowServer
 from grader.submissions import copy_submission
 from grader.worker import guard
@@ -251,7 +251,7 @@ def _attempt(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, mo
                   limits={"memory_mb": memory, "processes": settings.processes,
                           "file_mb": settings.file_mb},
                   thread_stack_kb=0 if on_gpu else settings.thread_stack_kb,
-                  cprofile=bool(os.environ.get(CPROFILE)))
+                  cprofile=bool(os.environ.get(profiling.CPROFILE)))
     if inputs:
         np.savez(workdir / "inputs.npz", **inputs)
         job = replace(job, inputs="inputs.npz")
@@ -314,8 +314,8 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
         results = box.collect(outdir, Path(tempfile.mkdtemp(
             prefix=f"{workdir.name}-results-", dir=workdir.parent)) / "out")
         text = _tail(log_path)
-    if os.environ.get(PROFILE):
-        write_profile(job, results, entered, started, seconds, cpu,
+    if os.environ.get(profiling.PROFILE):
+        profiling.write_profile(job, results, entered, started, seconds, cpu,
                       {"paused": round(me.paused, 3),
                        "windows": [server.opened, server.drained] if server else None,
                        "held": round(server.held, 3) if server else None})
@@ -326,10 +326,14 @@ def _run(job: Job, workdir: Path, timeout: float, on_gpu: bool, launcher, module
             backend = safe_io.clean_text(status["backend"], 200)
     except (OSError, ValueError):
         backend = None
-    # (displaced counts only if the stop ended it: one that finished by itself just as a
-    # window stopped the others keeps its results)
     return WorkerRun(results, proc.returncode, timed_out, text, backend, seconds,
-                     me.freezes > 0, me.displaced and proc.returncode != 0, me.disturbed)
+                     me.freezes > 0, displaced(me, proc.returncode), me.disturbed)
+
+
+def displaced(me: gpus.RunningJob, returncode: int | None) -> bool:
+    """Whether a window's stop ended the job: one that finished by itself (status 0) just
+    as a window stopped the others keeps its results."""
+    return me.displaced and returncode != 0
 
 
 def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> bool:
@@ -347,59 +351,9 @@ def wait_for(proc: subprocess.Popen, timeout: float, me: gpus.RunningJob) -> boo
             continue
 
 
-PROFILE = "GRADER_PROFILE"  # a file: one JSON line per job, where its time went
-# Set too (any value): each worker runs under cProfile, and its 40 costliest functions are
-# appended to GRADER_PROFILE's file + ".cprofile.txt" (slower; for finding the cost).
-CPROFILE = "GRADER_CPROFILE"
-CPROFILE_CHARS = 16_000
-
-
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def write_profile(job: Job, results: Path, entered: float, started: float,
-                  seconds: float, cpu: float, waits: dict | None = None) -> None:
-    """Append where this job's time went (set-up of the sandbox, then the worker's own
-    phases.json, then collection) to the file GRADER_PROFILE names. For the grader's
-    developers: the phases are the worker's word, which nothing graded relies on. A phase
-    may carry the worker's CPU seconds at its end too (steps_cpu); `cpu_children` is the
-    CPU time of the processes reaped while this job ran, the job's own only when jobs
-    run one at a time (--jobs 1); `waits` (the time frozen for other jobs' timing
-    windows, the windows it opened) is added as it is."""
-    try:
-        phases = safe_io.read_json(results / "phases.json", STATUS_BYTES)
-    except (OSError, ValueError):
-        phases = []
-    steps, last = {"sandbox": round(started - entered, 3)}, started
-    steps_cpu, last_cpu = {}, 0.0
-    for entry in phases if isinstance(phases, list) else []:
-        if isinstance(entry, list) and len(entry) in (2, 3) and all(
-                isinstance(x, int | float) for x in entry[1:]):
-            steps[str(entry[0])[:40]] = round(float(entry[1]) - last, 3)
-            last = float(entry[1])
-            if len(entry) == 3:
-                steps_cpu[str(entry[0])[:40]] = round(float(entry[2]) - last_cpu, 3)
-                last_cpu = float(entry[2])
-    steps["after"] = round(time.time() - last, 3)
-    line = {"kind": job.kind, "module": getattr(job, "module", None),
-            "worker_seconds": round(seconds, 3), "total": round(time.time() - entered, 3),
-            "cpu_children": round(cpu, 3), "steps": steps, "steps_cpu": steps_cpu,
-            **(waits or {})}
-    try:
-        with _live_lock, open(os.environ[PROFILE], "a") as f:
-            f.write(json.dumps(line) + "\n")
-    except OSError:  # a developer's aid: never the grading's failure
-        return
-    if os.environ.get(CPROFILE):
-        try:
-            text = safe_io.read_text(results / "cprofile.txt", CPROFILE_CHARS)
-        except (OSError, ValueError):
-            return
-        with _live_lock, open(os.environ[PROFILE] + ".cprofile.txt", "a") as f:
-            f.write(f"=== {line['kind']} {line['module'] or ''} total {line['total']} s\n"
-                    f"{text}\n")
 
 
 def _tail(path: Path) -> str:
