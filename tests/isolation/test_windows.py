@@ -31,6 +31,14 @@ class FakeCgroup:
         return self.on
 
 
+def _started(gate: gpus.Gate, count: int) -> list[gpus.RunningJob]:
+    """`count` jobs with freezable stand-in cgroups, started on `gate`."""
+    jobs = [gpus.RunningJob(FakeCgroup()) for _ in range(count)]
+    for job in jobs:
+        gate.start(job)
+    return jobs
+
+
 def _in_thread(fn, *args) -> threading.Thread:
     t = threading.Thread(target=fn, args=args, daemon=True)
     t.start()
@@ -39,9 +47,7 @@ def _in_thread(fn, *args) -> threading.Thread:
 
 def test_a_window_freezes_the_other_jobs_and_thaws_them_after():
     gate = gpus.Gate(4)
-    me, other = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
-    gate.start(me)
-    gate.start(other)
+    me, other = _started(gate, 2)
     gate.open_window(me)
     assert other.cgroup.on and not me.cgroup.calls  # the timed job itself runs on
     time.sleep(0.05)
@@ -475,18 +481,14 @@ def test_a_hostile_asker_keeps_the_gpu_busy_through_a_later_window(monkeypatch):
 
 
 def test_a_window_is_not_opened_for_a_job_that_has_ended(monkeypatch):
-    """An asker stopped (displace_others) or timed out while its server waits in
-    open_window still gets its window once the owner's closes: every other job is frozen
-    for a dead job, and one whose processes do not stop within FREEZE_WAIT is drained for
-    DRAIN_SECONDS and then displaced (run again), all for nobody."""
+    """An asker stopped or timed out while its server waits in open_window gets no
+    window once the owner's closes (before the fix, every other job was frozen for it,
+    and one that would not freeze was drained and then stopped, all for nobody)."""
     monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.2)
     monkeypatch.setattr(gpus, "FREEZE_WAIT", 0.1)
     gate = gpus.Gate(4)
-    owner, asker = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
-    plain = gpus.RunningJob(FakeCgroup())
+    owner, asker, plain = _started(gate, 3)
     plain.stop = lambda: gate.end(plain)
-    for job in (owner, asker, plain):
-        gate.start(job)
     gate.open_window(owner)
     t = _in_thread(gate.open_window, asker)
     time.sleep(0.05)
@@ -507,16 +509,13 @@ def test_a_job_that_finished_is_not_displaced():
 
 
 def test_an_asker_waiting_out_a_drain_is_not_charged_for_it(monkeypatch):
-    """The docstring: a timed job's limit is stretched by the time it waited for its
-    window. During another job's drain the asker is neither frozen nor credited, so its
-    limit runs out while it waits, and it was never frozen: no rerun."""
+    """A timed job's limit is stretched by the time it waits for its window, while it
+    waits: through another job's drain too (before the fix it was neither frozen nor
+    credited there, and ran out of time, with no rerun)."""
     monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.6)
     gate = gpus.Gate(4)
-    owner, plain = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
-    asker = gpus.RunningJob(FakeCgroup())
+    owner, plain, asker = _started(gate, 3)
     plain.stop = lambda: gate.end(plain)
-    for job in (owner, plain, asker):
-        gate.start(job)
     _in_thread(gate.open_window, owner, True)  # a drain: plain runs on for 0.6 s
     time.sleep(0.05)
     server = windows.WindowServer(gate, asker, 1)
@@ -531,10 +530,10 @@ def test_an_asker_waiting_out_a_drain_is_not_charged_for_it(monkeypatch):
 
 
 def test_an_asker_frozen_while_it_waits_is_credited_once():
+    """Frozen for another job's window while it waits for its own: the wait counts once
+    against its limit (it counted twice before the fix)."""
     gate = gpus.Gate(4)
-    owner, asker = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
-    gate.start(owner)
-    gate.start(asker)
+    owner, asker = _started(gate, 2)
     gate.open_window(owner)
     server = windows.WindowServer(gate, asker, 1)
     worker = FakeWorker(server)
