@@ -125,6 +125,7 @@ class WindowServer:
             return True  # the job has ended
         opened = time.monotonic()
         self.opened += 1
+        mine = True  # the gate's window is this job's (close it, and only it)
         try:
             if not self._grant():
                 return True
@@ -134,7 +135,7 @@ class WindowServer:
                 self.gate.close_window()
                 self.held += time.monotonic() - opened
                 got = self._credited(self.gate.open_window, self.me, drain=True)
-                opened = time.monotonic()
+                opened, mine = time.monotonic(), got
                 if not got or not self._grant():
                     return True
                 answer = self._read(WINDOW_SECONDS)
@@ -145,8 +146,9 @@ class WindowServer:
                     answer = self._read(WINDOW_SECONDS)
             return answer is not None
         finally:
-            self.held += time.monotonic() - opened
-            self.gate.close_window()
+            if mine:
+                self.held += time.monotonic() - opened
+                self.gate.close_window()
 
     def _credited(self, wait, *args, **kwargs):
         """wait(*args, **kwargs), its time not counted against the job's limit: credited
@@ -158,5 +160,5 @@ class WindowServer:
             return wait(*args, **kwargs)
         finally:
             waited = time.monotonic() - asked
-            me.waiting_since = None
             me.paused += max(0.0, waited - (me.paused - before))
+            me.waiting_since = None  # after: paused_now() may overcount a moment, never under

@@ -122,6 +122,14 @@ class FakeWorker:
         os.close(self.asks)
 
 
+def _serving(gate: gpus.Gate, job: gpus.RunningJob, count: int = 1):
+    """A window server for `job`, started, and the worker's end of its pipes."""
+    server = windows.WindowServer(gate, job, count)
+    worker = FakeWorker(server)
+    server.start()
+    return server, worker
+
+
 def _served(count: int):
     gate = gpus.Gate(4)
     me, other = gpus.RunningJob(FakeCgroup()), gpus.RunningJob(FakeCgroup())
@@ -462,12 +470,9 @@ def test_a_hostile_asker_keeps_the_gpu_busy_through_a_later_window(monkeypatch):
     assert h.displaced
     worker.say(windows.DONE, reply=False)
     time.sleep(0.05)
-    h2 = gpus.RunningJob(FakeCgroup())  # H's rerun, beside the others
-    gate.start(h2)
+    (h2,) = _started(gate, 1)  # H's rerun, beside the others
     h2.stop = lambda: gate.end(h2)
-    h2_server = windows.WindowServer(gate, h2, 1)
-    h2_worker = FakeWorker(h2_server)
-    h2_server.start()
+    h2_server, h2_worker = _serving(gate, h2)
     assert worker.say(windows.ASK) == windows.GRANT
     os.write(h2_worker.asks, windows.ASK)  # H asks (thawed during the drain, or before)
     time.sleep(0.05)
@@ -562,3 +567,63 @@ def test_a_job_stops_the_others_once_at_most_even_with_single_busies(monkeypatch
     assert len(stops) <= 1, f"stopped {len(stops)} times by one job's bytes"
     worker.leave()
     server.close()
+
+
+# Found by a second review (each failed before its fix).
+
+def test_an_ended_asker_does_not_close_another_jobs_window(monkeypatch):
+    """me says B; while its server waits to reopen (drained), me is stopped (another
+    window's displace_others); the window it waited for closes, and before its server's
+    `finally: close_window()` runs, a third job's window opens (a thread switch, e.g. in
+    _thaw's cgroup writes). That close ends w3's window: others thawed, new jobs start,
+    a fourth window may freeze w3 in the middle of its timing."""
+    gate = gpus.Gate(4)
+    me, w3, other = _started(gate, 3)
+    real = gate.open_window
+
+    def open_window(job, drain=False):
+        if job is me and drain:
+            gate.end(me)  # stopped while it waited
+            got = real(me, drain)
+            assert not got
+            real(w3)  # the interleaving: w3's window opens first
+            return got
+        return real(job, drain)
+
+    monkeypatch.setattr(gate, "open_window", open_window)
+    server = windows.WindowServer(gate, me, 1)
+    worker = FakeWorker(server)
+    server.start()
+    assert worker.say(windows.ASK) == windows.GRANT
+    worker.say(windows.BUSY, reply=False)
+    time.sleep(0.2)
+    assert gate.window and other.cgroup.on, "me's server closed w3's window"
+    worker.leave()
+    server.close()
+
+
+class _Spy(gpus.RunningJob):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "waiting_since" and value is None and hasattr(self, "seen"):
+            self.seen.append(self.paused_now())
+
+
+def test_a_credited_wait_never_reads_as_uncredited(monkeypatch):
+    """wait_for reads paused_now() from another thread: between `waiting_since = None`
+    and `paused += ...` (windows.py _credited) the whole wait is missing from it."""
+    monkeypatch.setattr(gpus, "DRAIN_SECONDS", 0.5)
+    gate = gpus.Gate(4)
+    me, other = _Spy(FakeCgroup()), gpus.RunningJob(FakeCgroup())
+    me.seen = []
+    gate.start(me)
+    gate.start(other)
+    other.stop = lambda: gate.end(other)
+    server, worker = _serving(gate, me)
+    assert worker.say(windows.ASK) == windows.GRANT
+    assert worker.say(windows.BUSY) == windows.GRANT  # a drain: 0.5 s waited, not frozen
+    worker.say(windows.DONE, reply=False)
+    worker.leave()
+    server.close()
+    assert me.paused >= 0.45
+    assert me.seen[-1] >= 0.45, f"paused_now() read {me.seen[-1]:.2f} s mid-credit"
