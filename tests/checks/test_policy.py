@@ -267,6 +267,19 @@ def test_builtins_are_fine_when_shadowed_by_a_local(tmp_path):
     assert _rules(tmp_path, source) == [("private", 13)]
 
 
+def test_super_with_arguments_only_as_its_class_and_self(tmp_path):
+    """super(C, self) is the old spelling of super(); super(type(req), req).Free() reached
+    MPI's own Free past the ring's watched request, and super(Other, x) any class's."""
+    source = ("class C(list):\n"
+              "    def __init__(self):\n        super(C, self).__init__()\n"
+              "    @classmethod\n    def make(cls):\n        return super(C, cls).__init__\n"
+              "    def free(self, req):\n        super(type(req), req).Free()\n"
+              "    def other(self):\n        return super(list, self).__len__()\n"
+              "    def outside(self):\n        def inner():\n            return super(C, self)\n"
+              "        return inner\n")
+    assert _rules(tmp_path, source) == [("builtin", 8), ("builtin", 10), ("builtin", 13)]
+
+
 def test_self_rebound_loses_its_privileges(tmp_path):
     source = ("import numpy as np\nclass C:\n    def m(self):\n        self = np\n"
               "        return self._core\n")

@@ -19,7 +19,8 @@ The rules, in short (RULES in rules.py has the sentence each violation carries):
 - builtin: eval, exec, compile, __import__, getattr, setattr, delattr, vars, globals,
   locals, open, input, breakpoint, help, memoryview, id, exit/quit, SystemExit,
   KeyboardInterrupt, operator.attrgetter/methodcaller, typing.get_type_hints, type()
-  with three arguments, super() outside a method; also when used as values.
+  with three arguments, super() outside a method or with arguments other than (its
+  class, self); also when used as values.
 - private: attributes starting with `_` and interpreter internals (cell_contents, frames,
   code objects, mro), except `_x` and ordinary special methods on self/cls/super() in
   the submission's own classes; bare dunder names other than __name__, __file__, __doc__;

@@ -117,6 +117,21 @@ class _AttributeRules:
         return (isinstance(base, ast.Call) and isinstance(base.func, ast.Name)
                 and base.func.id == "super" and self._in_method())
 
+    def _check_super(self, node: ast.Call) -> None:
+        """super() in a method only: bare, or as super(ItsClass, self), the old spelling.
+        Other arguments reach past any class's override, not only the method's own class:
+        super(type(req), req).Free() was MPI's Free of a request the ring watches."""
+        if not self._in_method():
+            self.flag("builtin", node, "super() outside a method")
+            return
+        if not node.args and not node.keywords:
+            return
+        at = max(i for i, s in enumerate(self.scopes) if s.kind == "function")
+        method, owner = self.scopes[at], self.scopes[at - 1]
+        names = [a.id if isinstance(a, ast.Name) else None for a in node.args]
+        if node.keywords or names != [owner.name, method.self_name] or not owner.name:
+            self.flag("builtin", node, "super() with arguments other than (its class, self)")
+
     def _in_method(self) -> bool:
         for scope in reversed(self.scopes):
             if scope.kind == "function":

@@ -64,6 +64,7 @@ class _Scope:
     params: set[str] = field(default_factory=set)  # the function's parameters
     self_name: str | None = None  # the method's self/cls, when not rebound
     method: bool = False  # a function directly in a class body
+    name: str = ""  # a class's own name (super(Name, self))
 
 
 @dataclass

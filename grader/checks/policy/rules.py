@@ -25,7 +25,8 @@ RULES = {
                "locals, open, input, breakpoint, help, memoryview, id, exit, quit, "
                "SystemExit, KeyboardInterrupt, attrgetter, methodcaller, get_type_hints, "
                "copy's other names and deepcopy but as deepcopy(x), "
-               "type() with 3 arguments and super() outside a method reach around the "
+               "type() with 3 arguments and super() outside a method or with other "
+               "arguments than (its class, self) reach around the "
                "language; graded code has no use for them",
     "private": "underscore names and interpreter internals (__dict__, __class__, "
                "__globals__, __closure__, cell_contents, frames, code objects, mro) belong "

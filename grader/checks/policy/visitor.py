@@ -297,7 +297,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         previous_top = self.top
         if len(self.scopes) == 1:
             self.top = node.name
-        self.scopes.append(_Scope("class", _method_names(node)))
+        self.scopes.append(_Scope("class", _method_names(node), name=node.name))
         for stmt in node.body:
             self.visit(stmt)
         self.scopes.pop()
@@ -369,8 +369,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
                 self._module_name(func.id)):
             if func.id == "super":
                 self.handled.add(id(func))
-                if not self._in_method():
-                    self.flag("builtin", node, "super() outside a method")
+                self._check_super(node)
             elif func.id == "type" and (len(node.args) != 1 or node.keywords):
                 self.flag("builtin", node, f"type() with {len(node.args)} arguments")
         ref = self.resolve(func)
