@@ -59,10 +59,11 @@ class Freezable(Protocol):
 
 FREEZE_WAIT = 2.0  # seconds for a job's processes to stop once frozen; else it is drained
 # The longest a drained window waits for the other jobs to end (or to ask for windows of
-# their own): past it, those still running are stopped (displaced: each runs again later,
-# alone) and the window opens. A job that hangs must not stop its whole GPU until its time
-# limit, nor may one left running, frozen, with its kernels still queued, disturb the
-# timing (runner.run_worker runs a displaced job again).
+# their own): past it, those still running are stopped (displaced: runner.run_worker runs
+# each again) and the window opens; once a timed job has had others stopped, they are
+# frozen instead and the timed job is marked disturbed (Gate._stop). A job that hangs must
+# not stop its whole GPU until its time limit, nor may one left running with its kernels
+# queued go unnoticed under a timing.
 DRAIN_SECONDS = 30.0
 
 
@@ -83,7 +84,6 @@ class RunningJob:
     # busy (others frozen with work queued, once its stop was used): to be run again, alone
     asking: bool = False  # waiting for a window of its own: its worker is blocked on the
     # grant, so a drained window need not wait for its end (it would wait for ever)
-
     waiting_since: float | None = None  # when its window server began waiting for the
     # GPU (its own window, or the others to be stopped), until that wait is credited
 
@@ -171,12 +171,7 @@ class Gate:
             self.window = True
             others = [j for j in self.running if j is not me]
         now = time.monotonic()
-        stuck = drain
-        for job in () if drain else others:
-            job.frozen_at = now
-            job.freezes += 1
-            if job.cgroup is None or not job.cgroup.freeze(True):
-                stuck = True
+        stuck = not self._freeze([] if drain else others, now) or drain
         deadline = now + FREEZE_WAIT
         while not stuck and not all(j.cgroup.frozen() for j in others):
             if time.monotonic() > deadline:
@@ -197,14 +192,20 @@ class Gate:
                 running = [j for j in left if not j.asking]
             if running:
                 self._stop(me, running)
-            now = time.monotonic()
-            for job in left:
-                if not job.displaced:  # asking, or not stopped
-                    job.frozen_at = now
-                    job.freezes += 1
-                    if job.cgroup is not None:
-                        job.cgroup.freeze(True)
+            # (asking, or not stopped)
+            self._freeze([j for j in left if not j.displaced], time.monotonic())
         return True
+
+    @staticmethod
+    def _freeze(jobs: list[RunningJob], now: float) -> bool:
+        """Freeze `jobs` for a window that began `now`; False if one of them cannot be."""
+        every = True
+        for job in jobs:
+            job.frozen_at = now
+            job.freezes += 1
+            if job.cgroup is None or not job.cgroup.freeze(True):
+                every = False
+        return every
 
     def displace_others(self, me: RunningJob) -> None:
         """Stop every other job on the GPU (frozen ones included) and wait for their end:

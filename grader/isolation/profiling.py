@@ -2,7 +2,7 @@
 
 Nothing graded reads these files: they hold the worker's own word (its phases.json) and
 the runner's timings, one JSON line per job, and with GRADER_CPROFILE the worker's
-cProfile summary as well. .dbg-style scripts summarise them.
+cProfile summary as well. tests/bench_sim_grading.py summarises them.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class Context:
 
 
 class Profiled:
-    """With the job's `cprofile` (GRADER_CPROFILE, grader/isolation/runner.py): the block
+    """With the job's `cprofile` (GRADER_CPROFILE, grader/isolation/profiling.py): the block
     runs under cProfile and its costliest functions go to `out`/cprofile.txt. For the
     grader's developers only, as phases.json. Enter it before the guard is armed: the
     guard refuses sys.setprofile, which cProfile's enable and disable raise, so the stats

@@ -276,8 +276,10 @@ def test_super_with_arguments_only_as_its_class_and_self(tmp_path):
               "    def free(self, req):\n        super(type(req), req).Free()\n"
               "    def other(self):\n        return super(list, self).__len__()\n"
               "    def outside(self):\n        def inner():\n            return super(C, self)\n"
-              "        return inner\n")
-    assert _rules(tmp_path, source) == [("builtin", 8), ("builtin", 10), ("builtin", 13)]
+              "        return inner\n"
+              "    def rebound(self):\n        self = 3\n        return super(C, f())\n")
+    assert _rules(tmp_path, source) == [("builtin", 8), ("builtin", 10), ("builtin", 13),
+                                        ("builtin", 17)]
 
 
 def test_self_rebound_loses_its_privileges(tmp_path):
@@ -302,33 +304,34 @@ def test_derived_datatypes_are_not_new_communicators(tmp_path):
     assert _rules(tmp_path, source, module="mpi_1_data_parallel") == [("mpi-comm", 9)]
 
 
-def test_communicator_classes_only_in_annotations_and_isinstance_tests(tmp_path):
+@pytest.mark.parametrize(("source", "expected"), [
+    ("from mpi4py import MPI\n"
+     "def f(comm: MPI.Comm):\n"
+     "    assert isinstance(comm, MPI.Intracomm)\n"
+     "    assert isinstance(comm, (MPI.Comm, MPI.Intercomm)) or issubclass(int, MPI.Info)\n"
+     "    cls = MPI.Intracomm\n"
+     "    isinstance(comm, MPI.Comm.f2py(0))\n"
+     "    return isinstance(comm, tuple(x for x in [MPI.Comm]))\n",
+     [("mpi-comm", 5), ("mpi-comm", 6), ("mpi-comm", 7)]),
+    ("from mpi4py import MPI\n"  # an isinstance of the submission's own
+     "def isinstance(a, b):\n"
+     "    return b\n"
+     "def f(comm):\n"
+     "    return isinstance(comm, MPI.Intracomm)\n",
+     [("mpi-comm", 5)]),
+    ("from mpi4py.MPI import Intracomm, Comm as C\n"  # the classes imported by name
+     "def f(comm: Intracomm) -> C:\n"
+     "    assert isinstance(comm, (Intracomm, C))\n"
+     "    kind = Intracomm\n"
+     "    return Intracomm.f2py(0), C.Get_parent()\n",
+     [("mpi-comm", 4), ("mpi-comm", 5), ("mpi-comm", 5)]),
+])
+def test_communicator_classes_only_in_annotations_and_isinstance_tests(tmp_path, source,
+                                                                        expected):
     """`isinstance(comm, MPI.Intracomm)` is a student's sanity check and hands out a bool;
     the class as a value (a handle's way back to COMM_WORLD), its methods, or a test by an
     isinstance of the submission's own are refused."""
-    source = ("from mpi4py import MPI\n"
-              "def f(comm: MPI.Comm):\n"
-              "    assert isinstance(comm, MPI.Intracomm)\n"
-              "    assert isinstance(comm, (MPI.Comm, MPI.Intercomm))"
-              " or issubclass(int, MPI.Info)\n"
-              "    cls = MPI.Intracomm\n"
-              "    isinstance(comm, MPI.Comm.f2py(0))\n"
-              "    return isinstance(comm, tuple(x for x in [MPI.Comm]))\n")
-    assert _rules(tmp_path / "a", source, module="mpi_1_data_parallel") == [
-        ("mpi-comm", 5), ("mpi-comm", 6), ("mpi-comm", 7)]
-    shadowed = ("from mpi4py import MPI\n"
-                "def isinstance(a, b):\n"
-                "    return b\n"
-                "def f(comm):\n"
-                "    return isinstance(comm, MPI.Intracomm)\n")
-    assert _rules(tmp_path / "b", shadowed, module="mpi_1_data_parallel") == [("mpi-comm", 5)]
-    imported = ("from mpi4py.MPI import Intracomm, Comm as C\n"
-                "def f(comm: Intracomm) -> C:\n"
-                "    assert isinstance(comm, (Intracomm, C))\n"
-                "    kind = Intracomm\n"
-                "    return Intracomm.f2py(0), C.Get_parent()\n")
-    assert _rules(tmp_path / "c", imported, module="mpi_1_data_parallel") == [
-        ("mpi-comm", 4), ("mpi-comm", 5), ("mpi-comm", 5)]
+    assert _rules(tmp_path, source, module="mpi_1_data_parallel") == expected
 
 
 def test_names_of_classes_may_be_read_but_not_the_classes(tmp_path):

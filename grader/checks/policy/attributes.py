@@ -129,7 +129,7 @@ class _AttributeRules:
         at = max(i for i, s in enumerate(self.scopes) if s.kind == "function")
         method, owner = self.scopes[at], self.scopes[at - 1]
         names = [a.id if isinstance(a, ast.Name) else None for a in node.args]
-        if node.keywords or names != [owner.name, method.self_name] or not owner.name:
+        if node.keywords or method.self_name is None or names != [owner.name, method.self_name]:
             self.flag("builtin", node, "super() with arguments other than (its class, self)")
 
     def _in_method(self) -> bool:
