@@ -12,6 +12,7 @@ reports one and CuPy is installed, and the simulator otherwise; ``gpu`` insists 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -256,11 +257,30 @@ def synchronize() -> None:
         cupy.cuda.Device().synchronize()
 
 
+# Keywords of numba's GPU cuda.jit that its simulator's jit does not take (numba-cuda
+# 0.30): they tune the generated code only, so in the simulator they are dropped rather
+# than failing the import of a module written for the GPU (`@cuda.jit(lineinfo=True)`).
+GPU_ONLY_JIT_KEYWORDS = ("lineinfo", "forceinline", "launch_bounds", "lto", "max_registers")
+
+
+def _simulator_jit(jit: Any) -> Any:
+    @functools.wraps(jit)
+    def tolerant(*args: Any, **keywords: Any) -> Any:
+        for key in GPU_ONLY_JIT_KEYWORDS:
+            keywords.pop(key, None)
+        return jit(*args, **keywords)
+
+    tolerant.drops_gpu_keywords = True
+    return tolerant
+
+
 def __getattr__(name: str) -> Any:
     # `from nnkit.backend import cuda` selects the backend, then hands out numba.cuda.
     if name == "cuda":
-        select()
+        backend = select()
         from numba import cuda
 
+        if not backend.on_gpu and not getattr(cuda.jit, "drops_gpu_keywords", False):
+            cuda.jit = _simulator_jit(cuda.jit)
         return cuda
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,13 +36,22 @@ results count only when the kit's replay of the submission's own kernels reprodu
 
 from __future__ import annotations
 
-import copy  # noqa: F401 - loaded before the guard names its files (ID_INNOCENT)
+import abc  # noqa: F401 - loaded before the guard names its files (INNOCENT, ID_INNOCENT)
+import collections  # noqa: F401
+import contextlib  # noqa: F401
+import copy  # noqa: F401
 import dataclasses  # noqa: F401
+import enum  # noqa: F401
+import functools  # noqa: F401
 import json
+import logging
 import os
 import reprlib  # noqa: F401
 import sys
 import threading
+import typing  # noqa: F401
+import warnings  # noqa: F401
+import weakref  # noqa: F401 - loads _weakrefset
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -126,7 +135,9 @@ TRUSTED_THREADS = ("numba",)
 # Standard-library modules that look at the caller's frame or set attributes of the
 # classes they build, on the caller's behalf, and hand nothing of it back
 # (collections.namedtuple, typing, enum, dataclasses, warnings): their own use of those
-# operations is not the submission's.
+# operations is not the submission's. All are imported above, so that they are innocent
+# whatever a job had loaded when its guard was made. logging's currentframe() did hand the
+# caller's frame back: Guard.arm replaces it (see _no_frame).
 INNOCENT = ("collections", "typing", "enum", "dataclasses", "warnings", "functools", "abc",
             "contextlib", "logging", "_weakrefset")
 INNOCENT_EVENTS = frozenset({"sys._getframe", "sys._getframemodulename", "object.__setattr__",
@@ -243,6 +254,7 @@ class Guard:
     def arm(self, package: str = "") -> None:
         """From now on, refuse what the submission may not do (call once, after set-up)."""
         self.package = package
+        logging.currentframe = _no_frame
         self._armed = True
         sys.addaudithook(self._hook)
 
@@ -435,6 +447,15 @@ def _named(event: str, args: tuple, code: object) -> bool:
                          and code.co_filename.startswith("<frozen importlib")):
         return True  # the import system runs a module's code through a helper of its own
     return _names_any(code, words)
+
+
+def _no_frame() -> None:
+    """logging.currentframe while the guard is armed. The original returns its caller's
+    frame to whoever calls it, and a frame's f_back and f_locals raise no audit event: one
+    frame reached every local of the kit's stack (red team: a GEMM forged its replay's
+    operands, a ring its tally). Without a frame, a log record names "(unknown file)",
+    logging's own fallback, and logging works on."""
+    return None
 
 
 def _names_any(code: object, words: tuple[str, ...]) -> bool:

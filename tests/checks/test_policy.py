@@ -282,6 +282,53 @@ def test_super_with_arguments_only_as_its_class_and_self(tmp_path):
                                         ("builtin", 17)]
 
 
+def test_self_inside_a_methods_comprehension_or_lambda_is_self(tmp_path):
+    """A comprehension or lambda in a method sees the method's self, as a nested def does
+    (a launcher's `tuple(... for n, b in zip(dims, self._block))` lost a whole item),
+    unless it binds the name itself."""
+    source = ("class Launch:\n    def __init__(self, block):\n        self._block = block\n"
+              "    def grid(self, n):\n"
+              "        return tuple((n + b - 1) // b for b in self._block)\n"
+              "    def later(self):\n        return lambda: self._block\n"
+              "    def rows(self):\n        return {i: self._block[i] for i in range(2)}\n"
+              "    def shadowed(self, others):\n"
+              "        return [self._block for self in others]\n")
+    assert _rules(tmp_path, source) == [("private", 11)]
+
+
+def test_class_patterns_on_the_submissions_own_plain_classes_pass(tmp_path):
+    """`match` on a dataclass, a NamedTuple, an enum or a builtin type's own value reads
+    what the submission defined; tests/policy/hostile/match_patterns has the refusals."""
+    source = ("from dataclasses import dataclass\nfrom enum import Enum\n"
+              "from typing import NamedTuple\n"
+              "@dataclass(frozen=True)\nclass Plan:\n    grid: tuple\n    block: tuple\n"
+              "class Shape(NamedTuple):\n    m: int\n    n: int\n"
+              "class Kind(Enum):\n    A = 1\n"
+              "class Wide(Plan):\n    pass\n"
+              "def f(x):\n    match x:\n"
+              "        case Plan(grid=g, block=(bx, _)):\n            return g, bx\n"
+              "        case Wide(g, b):\n            return b\n"
+              "        case Shape(m=m, n=n) | Shape(m, n):\n            return m * n\n"
+              "        case int(n):\n            return n\n"
+              "        case str():\n            return 1\n"
+              "        case Kind.A | {\"k\": _} | (_, _):\n            return 0\n")
+    assert _rules(tmp_path, source) == []
+
+
+def test_a_ring_classs_own_phases_are_not_collectives(tmp_path):
+    """A ring written as a class with methods named after its phases (reduce_scatter,
+    allgather) calls its own methods; collectives on anything else stay refused."""
+    source = ("from mpi4py import MPI\n"
+              "class Ring:\n    def __init__(self, comm):\n        self.comm = comm\n"
+              "    def reduce_scatter(self):\n        return 0\n"
+              "    def allgather(self):\n        return self.reduce_scatter()\n"
+              "def ring_allreduce(comm, buffer):\n    if comm == MPI.COMM_NULL:\n"
+              "        return buffer\n    ring = Ring(comm)\n    ring.reduce_scatter()\n"
+              "    ring.allgather()\n    comm.Allreduce(MPI.IN_PLACE, buffer)\n"
+              "    return buffer\n")
+    assert _rules(tmp_path, source, "mpi_2_ring") == [("mpi-collective", 15)]
+
+
 def test_self_rebound_loses_its_privileges(tmp_path):
     source = ("import numpy as np\nclass C:\n    def m(self):\n        self = np\n"
               "        return self._core\n")

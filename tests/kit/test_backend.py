@@ -36,6 +36,21 @@ def test_numba_imported_first_in_the_other_mode_is_detected():
     assert bad.returncode != 0 and "import kernels' `cuda` from nnkit.backend" in bad.stderr
 
 
+def test_gpu_only_jit_keywords_are_accepted_in_the_simulator():
+    """@cuda.jit(lineinfo=True, max_registers=32) is correct GPU code; numba's simulator
+    rejected the keywords, so a student's module failed to load with no GPU."""
+    code = ("import numpy as np; from nnkit.backend import cuda\n"
+            "@cuda.jit(lineinfo=True, max_registers=32, fastmath=True)\n"
+            "def twice(a):\n    i = cuda.grid(1)\n    if i < a.size:\n        a[i] = 2 * i\n"
+            "@cuda.jit(device=True, forceinline=True, launch_bounds=64)\n"
+            "def one(x):\n    return x + 1\n"
+            "a = np.zeros(4, np.float32); twice[1, 4](a); print(a.tolist())")
+    result = subprocess.run([sys.executable, "-c", code], cwd=KIT_ROOT, capture_output=True,
+                            text=True, env={**os.environ, "NNKIT_DEVICE": "sim"})
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout.strip() == "[0.0, 2.0, 4.0, 6.0]"
+
+
 def _sync_setting(env: dict[str, str]) -> str:
     code = ("from nnkit.backend import cuda; from numba.cuda.core import config; "
             "print(int(config.CUDA_ARRAY_INTERFACE_SYNC))")

@@ -222,3 +222,41 @@ def test_a_library_reached_through_a_link_is_judged_where_it_really_is(tmp_path)
     assert guard._kind(str(scratch / "mine.py")) == "submission"
     assert guard._kind(str(scratch / "lib" / "gemm_1_naive.py")) == "submission"
     assert guard._kind(str(tmp_path / "elsewhere.py")) == "submission"
+
+
+def test_logging_works_and_hands_no_frame_back(tmp_path):
+    """logging is innocent (it looks at frames to name the line that logged), but its
+    currentframe() returned the caller's frame to whoever called it, and a frame's f_back
+    and f_locals are not audited: from there every local of the kit's stack was the
+    submission's (red team). Armed, it returns None; logging still logs. The guard names
+    logging's file innocent even when no module had loaded logging before it was made."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "student.py").write_text(textwrap.dedent('''\
+        import logging
+
+        def log_and_peek():
+            logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+            logging.getLogger("student").info("launching %d blocks", 8)
+            return logging.currentframe()
+        '''))
+    driver = textwrap.dedent('''\
+        import sys
+        from pathlib import Path
+        assert "logging" not in sys.modules
+        from grader.worker import guard
+        from grader.worker.common import read_roots
+        folder = Path(sys.argv[1])
+        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
+                           read_roots=[folder, *read_roots()])
+        hook.arm()
+        sys.path.insert(0, str(folder))
+        import student
+        print("frame:", student.log_and_peek(), flush=True)
+        ''')
+    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "frame: None" in result.stdout
+    assert "INFO launching 8 blocks" in result.stderr
+    assert not (tmp_path / "guard.jsonl").read_text().strip()

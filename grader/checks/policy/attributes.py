@@ -194,7 +194,8 @@ class _AttributeRules:
             if not (ref is not None and ref.is_module) and not self._self_like(base):
                 return "mpi-comm"
         in_ring = self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)
-        if in_ring and is_collective(attr) and (ref is None or ref.module == "mpi4py.MPI"):
+        if in_ring and is_collective(attr) and (ref is None or ref.module == "mpi4py.MPI") \
+                and not (ref is None and (self._self_like(base) or attr in self._own_members())):
             return "mpi-collective"
         if in_ring and attr == "Free" and ref is not None and ref.module == "mpi4py.MPI" and (
                 ref.rest[:1] in (("Request",), ("Prequest",))):
@@ -211,6 +212,23 @@ class _AttributeRules:
             elif attr not in KERNEL_VALUE_ATTRS:
                 return "kernel-attribute"
         return None
+
+    def _own_members(self) -> frozenset[str]:
+        """Names the module's own classes define (methods, fields, enum members): a ring
+        class's `reduce_scatter` phase is the submission's own method. What the ring's
+        communicator is asked at run time it refuses itself (nnkit.collectives)."""
+        if getattr(self, "_members", None) is None:
+            names = set()
+            for cls in ast.walk(self.info.tree):
+                if isinstance(cls, ast.ClassDef):
+                    for stmt in cls.body:
+                        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                            names.add(stmt.name)
+                        targets = (stmt.targets if isinstance(stmt, ast.Assign) else
+                                   [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+                        names.update(t.id for t in targets if isinstance(t, ast.Name))
+            self._members = frozenset(names)
+        return self._members
 
     def _module_attr(self, ref: Ref, attr: str, node: ast.AST) -> str | None:
         """The rule `module.attr` breaks, if any (ref: a module)."""

@@ -7,10 +7,10 @@ import ast
 from typing import TYPE_CHECKING
 
 from grader.checks.policy.attributes import _AttributeRules
+from grader.checks.policy.decorators import _DecoratorRules
 from grader.checks.policy.expressions import _ExpressionRules, _method_names
 from grader.checks.policy.kernels import _Kernel, _KernelRules, _launch, _Scope
 from grader.checks.policy.names import (
-    DECORATORS,
     INTERNALS,
     MEMORY_ATTRS,
     NP_LITERAL_ONLY,
@@ -22,6 +22,7 @@ from grader.checks.policy.names import (
     _main_guard,
     _short,
 )
+from grader.checks.policy.patterns import allowed_class_pattern
 from grader.checks.policy.rules import Violation
 from grader.checks.policy.source import _bound_in_function, _Module, _sibling_problem, _stores
 
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # the checker creates visitors: imported for the annotation o
     from grader.checks.policy.checker import _Checker
 
 
-class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor):
+class _Visitor(_ExpressionRules, _AttributeRules, _DecoratorRules, _KernelRules,
+               ast.NodeVisitor):
     def __init__(self, checker: _Checker, info: _Module, ring):
         self.c, self.info, self.part = checker, info, checker.part
         self.ring = ring  # None, "all", or a set of top-level names
@@ -208,10 +210,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
                           and isinstance(n.ctx, ast.Store | ast.Del) for n in ast.walk(node))
             scope.self_name = None if rebound else first
         elif not scope.method:
-            # a nested function sees its method's self as long as it does not rebind it
-            outer = next((s.self_name for s in reversed(self.scopes) if s.self_name), None)
-            if outer is not None and outer not in names:
-                scope.self_name = outer
+            scope = self._nested_scope(names, params)
         previous_top = self.top
         if at_top:
             self.top = node.name
@@ -230,6 +229,15 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         self.scopes.pop()
         self.top = previous_top
 
+    def _nested_scope(self, names: set[str], params: frozenset[str] = frozenset()) -> _Scope:
+        """A nested def's, lambda's or comprehension's scope: it sees the self of the
+        function around it as long as it does not rebind the name."""
+        scope = _Scope("function", names, params=set(params))
+        parent = self.scopes[-1]
+        if parent.kind == "function" and parent.self_name not in (None, *names):
+            scope.self_name = parent.self_name
+        return scope
+
     def _visit_signature(self, node) -> None:
         args = node.args
         for default in (*args.defaults, *[d for d in args.kw_defaults if d is not None]):
@@ -241,48 +249,6 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         if getattr(node, "returns", None) is not None:
             self.visit(node.returns)
         self.annotation -= 1
-
-    def _is_jit(self, decorator: ast.expr) -> bool:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        return self.resolve(target) == Ref("numba.cuda", ("jit",))
-
-    def _decorator(self, decorator: ast.expr, node, jit: list) -> None:
-        if decorator in jit:
-            if len(node.decorator_list) > 1:
-                self.flag("decorator", decorator,
-                          f"@{_short(decorator)} with other decorators on {node.name}")
-            if isinstance(decorator, ast.Call):
-                for keyword in decorator.keywords:
-                    if keyword.arg in (None, "link", "extensions"):
-                        self.flag("jit", decorator, f"@{_short(decorator)}")
-            return
-        if self._allowed_decorator(decorator):
-            return
-        self.flag("decorator", decorator, f"@{_short(decorator)}")
-
-    def _allowed_decorator(self, decorator: ast.expr) -> bool:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(target, ast.Name):
-            if target.id in ("staticmethod", "classmethod", "property") and not (
-                    self._module_name(target.id) or self._local(target.id)):
-                return True
-            if (self._module_name(target.id) and target.id in self.info.functions
-                    and target.id not in self.info.kernels):
-                return True  # the submission's own decorator
-        if (isinstance(target, ast.Attribute) and target.attr in ("setter", "getter",
-                                                                  "deleter")
-                and isinstance(target.value, ast.Name) and not isinstance(decorator,
-                                                                           ast.Call)):
-            return True
-        ref = self.resolve(target)
-        if ref is not None and ref.dotted() in DECORATORS:
-            return True
-        if ref is not None:
-            found = self.c._sibling_def(ref)
-            if found is not None and found[1] in found[0].functions and (
-                    found[1] not in found[0].kernels):
-                return True
-        return False
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if self._kernel_refuses(node):
@@ -307,7 +273,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         if self._kernel_refuses(node):
             return
         self._visit_signature(node)
-        self.scopes.append(_Scope("function", _bound_in_function(node)))
+        self.scopes.append(self._nested_scope(_bound_in_function(node)))
         self.local_aliases.append({})
         self.visit(node.body)
         self.local_aliases.pop()
@@ -320,7 +286,7 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         names = set()
         for gen in node.generators:
             names.update(n.id for n in _stores(gen.target))
-        self.scopes.append(_Scope("function", names))
+        self.scopes.append(self._nested_scope(names))
         self.local_aliases.append({})
         self.generic_visit(node)
         self.local_aliases.pop()
@@ -358,6 +324,10 @@ class _Visitor(_ExpressionRules, _AttributeRules, _KernelRules, ast.NodeVisitor)
         self._kernel_refuses(node)
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        local = isinstance(node.cls, ast.Name) and self._local(node.cls.id)
+        if not allowed_class_pattern(self.c, self.info, node, local):
+            self.flag("builtin", node, f"case {_short(node.cls)}(...) on a class not the "
+                                       "submission's own plain class (patterns.py)")
         for name in node.kwd_attrs:  # `case C(attr=...)` reads attributes by name
             if name.startswith("_") or name in INTERNALS:
                 self.flag("private", node, f"{_short(node.cls)}({name}=...)")

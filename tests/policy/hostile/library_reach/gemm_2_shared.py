@@ -34,7 +34,7 @@ typing_sys = typing.sys  # expect: import
 
 def sniff(thing):
     match thing:
-        case object(__class__=klass):  # expect: private
+        case object(__class__=klass):  # expect: builtin, private
             return klass
     return (njit, cupy, scipy, torch)
 
