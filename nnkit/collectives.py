@@ -29,6 +29,7 @@ split.)
 
 from __future__ import annotations
 
+import array
 import functools
 import os
 import shutil
@@ -246,6 +247,50 @@ def _buffer_bytes(buf: Any) -> tuple[int, int]:
         return 0, 1
     view = memoryview(buf)
     return int(view.nbytes), int(view.itemsize)
+
+
+class NotPlainArgument(TypeError):
+    """A count, displacement, rank or buffer of a counted call that is not a plain value."""
+
+
+_NUMPY_SCALARS = frozenset(np.sctypeDict.values())
+
+
+def _not_plain(value: Any, depth: int = 0) -> Any:
+    """The first part of `value` that is not made of types whose answers cannot change
+    between two readings (ints, floats, strings, NumPy arrays and scalars, MPI's own
+    objects, lists and tuples of those), or None. The counters read a call's counts,
+    displacements and ranks, and then MPI reads them again: a student's class with
+    __int__ and __index__ answering differently, or an __int__ counting its calls, showed
+    the counters a ring's bytes while MPI sent every buffer to every rank (red team).
+    Exact types only: a subclass can override."""
+    kind = type(value)
+    if value is None or kind in (int, bool, float, str, bytes, bytearray, memoryview,
+                                 array.array):
+        return None
+    if kind in (list, tuple):
+        if depth >= 4:
+            return value
+        return next((bad for bad in (_not_plain(item, depth + 1) for item in value)
+                     if bad is not None), None)
+    if kind is np.ndarray:
+        return value if value.dtype.hasobject else None
+    if kind in _NUMPY_SCALARS:
+        return None
+    MPI = _mpi()
+    return None if MPI is not None and getattr(MPI, kind.__name__, None) is kind else value
+
+
+def require_plain(name: str, *values: Any) -> None:
+    """Raise NotPlainArgument for a value of a counted call that is not plain
+    (_not_plain)."""
+    for value in values:
+        bad = _not_plain(value)
+        if bad is not None:
+            raise NotPlainArgument(
+                f"comm.{name}: a value of type {type(bad).__name__}: buffers, counts, "
+                "displacements and ranks must be NumPy arrays, Python or NumPy numbers, "
+                "MPI datatypes and lists or tuples of these")
 
 
 def message_bytes(spec: Any) -> int:
@@ -476,6 +521,12 @@ def counting_proxy(comm: Any, tally: list[int] | None = None,
                 return target
 
             def call(*args: Any, **kwargs: Any) -> Any:
+                # a lowercase call's object is pickled, not read as counts (and a class of
+                # the submission's would not unpickle on the other ranks)
+                pickled = name[:1].islower()
+                require_plain(name, *args[int(pickled):],
+                              *(v for k, v in kwargs.items() if not (
+                                  pickled and k in ("obj", "sendobj"))))
                 try:
                     tally[0] += root_hands_out(name, args, kwargs, size, rank)
                 except Exception:  # noqa: BLE001 - the kit's failure, never the call's
@@ -546,6 +597,7 @@ class _Tally:
         return handed
 
     def sending(self, name: str, payload: Any, dest: Any, pickled: bool = False) -> None:
+        require_plain(name, dest, *(() if pickled else (payload,)))
         self.calls[name] += 1
         try:
             target = int(dest)

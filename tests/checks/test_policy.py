@@ -329,6 +329,48 @@ def test_a_ring_classs_own_phases_are_not_collectives(tmp_path):
     assert _rules(tmp_path, source, "mpi_2_ring") == [("mpi-collective", 15)]
 
 
+def test_a_classs_own_eval_and_private_class_attributes(tmp_path):
+    """`net.eval(X)` calls the submission's own method, and `Workspace._cache` reads its
+    own class's attribute; eval elsewhere, and privates of a class with a library base,
+    stay refused."""
+    source = ("import numpy as np\n"
+              "class Workspace:\n    _cache = {}\n"
+              "    @staticmethod\n    def get(n):\n"
+              "        return Workspace._cache.setdefault(n, np.zeros(n))\n"
+              "class Net:\n    def eval(self, X):\n        return self.compile(X)\n"
+              "    def compile(self, X):\n        return X\n"
+              "class Wide(np.ndarray):\n    pass\n"
+              "def forward(X):\n    return Net().eval(X), Wide._x, np.eval\n")
+    assert sorted(_rules(tmp_path, source)) == [("builtin", 15), ("private", 15)]
+
+
+def test_a_ring_class_in_a_helper_module_and_a_constant_from_part_3s_other_module(tmp_path):
+    """The ring's own class may live in a helper module, and a constant imported from
+    mpi_1_data_parallel brings only its value into the ring's reach, not that module's
+    collectives."""
+    helper = ("class Ring:\n    def __init__(self, comm):\n        self.comm = comm\n"
+              "    def reduce_scatter(self):\n        return 0\n"
+              "    def allgather(self):\n        return 1\n")
+    data_parallel = ("import numpy as np\nDTYPE = np.float32\n"
+                     "def allreduce_gradients(comm, grads, n_local, n_total):\n"
+                     "    comm.Allreduce(grads[0], grads[1])\n    return grads\n")
+    source = ("from mpi_1_data_parallel import DTYPE\nfrom ring_tools import Ring\n"
+              "def ring_allreduce(comm, buffer):\n    ring = Ring(comm)\n"
+              "    ring.reduce_scatter()\n    ring.allgather()\n"
+              "    return buffer.astype(DTYPE)\n")
+    assert _rules(tmp_path, source, "mpi_2_ring", ring_tools=helper,
+                  mpi_1_data_parallel=data_parallel) == []
+
+
+def test_hasattr_may_name_an_array_interface(tmp_path):
+    """hasattr(A, "__cuda_array_interface__") tells a device array from a host one and
+    answers a bool; the name anywhere else stays refused (a dict key of that name makes
+    any object an array over any address)."""
+    source = ("def launch(A):\n    if hasattr(A, \"__cuda_array_interface__\"):\n"
+              "        return 1\n    return {\"__cuda_array_interface__\": 0}\n")
+    assert _rules(tmp_path, source) == [("private", 4)]
+
+
 def test_self_rebound_loses_its_privileges(tmp_path):
     source = ("import numpy as np\nclass C:\n    def m(self):\n        self = np\n"
               "        return self._core\n")

@@ -220,9 +220,13 @@ def snoop(comm, buffer):
     comm.Sendrecv(buffer, 0, recvbuf=np.empty_like(buffer), source=0)
     comm.Send(buffer, MPI.PROC_NULL)
     try:  # a spec nobody can read: MPI refuses it, the kit only notes it
+        comm.Isend([buffer, 1, 2, 3, MPI.FLOAT], 0)
+    except ValueError as err:
+        tried["bad spec"] = str(err)[:80]
+    try:  # a value the kit and MPI might read differently: refused before either reads it
         comm.Isend([buffer, object()], 0)
     except TypeError as err:
-        tried["bad spec"] = str(err)[:80]
+        tried["not plain"] = type(err).__name__
     return tried, inside
 
 out["tally"] = call_point_to_point(lambda c, x: out.update(snoop=snoop(c, x)), self, b)
@@ -246,6 +250,7 @@ def test_counting_reads_every_buffer_spec_and_hides_the_communicator():
     assert out["scatterv"] == [0, 5, True]
     tried, closures = out["snoop"]
     assert "bad spec" in tried  # refused by MPI, in the call
+    assert tried.pop("not plain") == "NotPlainArgument"
     del tried["bad spec"]
     assert tried == {name: "PointToPointOnly" for name in tried}
     assert all(kinds in ([], ["str"]) for kinds in closures), closures

@@ -260,3 +260,49 @@ def test_logging_works_and_hands_no_frame_back(tmp_path):
     assert "frame: None" in result.stdout
     assert "INFO launching 8 blocks" in result.stderr
     assert not (tmp_path / "guard.jsonl").read_text().strip()
+
+
+def test_the_processs_memory_is_closed_and_its_status_open(tmp_path):
+    """/proc/self/mem held every object of the kit's (red team: a replay's inputs read back
+    through io.FileIO); the process's status, which libraries read, stays open."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "student.py").write_text(textwrap.dedent('''\
+        import io
+        import os
+
+        def status():
+            with io.FileIO("/proc/self/status", "r") as opened:
+                return len(opened.read())
+
+        def memory():
+            with io.FileIO(f"/proc/{os.getpid()}/task/{os.getpid()}/mem", "r") as opened:
+                return opened
+
+        def environment():
+            with io.FileIO("/proc/self/environ", "r") as opened:
+                return opened.read()
+        '''))
+    driver = textwrap.dedent('''\
+        import sys
+        from pathlib import Path
+        from grader.worker import guard
+        from grader.worker.common import read_roots
+        folder = Path(sys.argv[1])
+        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
+                           read_roots=[folder, *read_roots()])
+        hook.log_only = True
+        hook.arm()
+        sys.path.insert(0, str(folder))
+        import student
+        print("status:", student.status() > 0, flush=True)
+        print("stage", flush=True)
+        student.memory()
+        student.environment()
+        ''')
+    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert "status: True" in result.stdout, result.stderr[-1500:]
+    records = [json.loads(line) for line in
+               (tmp_path / "guard.jsonl").read_text().splitlines()]
+    assert [(r["event"], r["line"]) for r in records] == [("open", 9), ("open", 13)], records

@@ -48,6 +48,13 @@ from grader.checks.policy.names import (
     is_collective,
     mpi_class,
 )
+from grader.checks.policy.patterns import plain_class
+
+# Names of the language's escape hatches that are also a class's everyday method names
+# (`net.eval(X)`, `plan.compile()`, `log.open()`): allowed on self and where the
+# submission's own classes define them (the object is then most likely its own; the audit
+# hook judges what any call opens or compiles).
+OWN_METHOD_NAMES = frozenset({"eval", "compile", "open"})
 
 
 class _AttributeRules:
@@ -155,12 +162,16 @@ class _AttributeRules:
                 return None  # a namedtuple's public methods (point._replace(x=1))
             if self._self_like(base) or self._super_call(base):
                 return "private" if dunder and attr not in SAFE_DUNDERS else None
+            if not dunder and self._own_plain_class(base):
+                return None  # Workspace._cache: a class attribute of the submission's own
             if sibling_module and not dunder:
                 return None
             return "private"
         if attr in INTERNALS:
             return "private"
-        if attr in ATTR_BUILTINS or attr in HELPER_GETATTR:
+        if (attr in ATTR_BUILTINS or attr in HELPER_GETATTR) and not (
+                attr in OWN_METHOD_NAMES and ref is None
+                and (self._self_like(base) or attr in self._own_members())):
             return "builtin"
         full = self.c._extend(ref, attr) if ref is not None else None
         if ref is not None and ref.is_module and not sibling_module:
@@ -214,12 +225,14 @@ class _AttributeRules:
         return None
 
     def _own_members(self) -> frozenset[str]:
-        """Names the module's own classes define (methods, fields, enum members): a ring
-        class's `reduce_scatter` phase is the submission's own method. What the ring's
-        communicator is asked at run time it refuses itself (nnkit.collectives)."""
+        """Names the classes of the submission's modules define (methods, fields, enum
+        members): a ring class's `reduce_scatter` phase is the submission's own method
+        (what the ring's communicator is asked at run time it refuses itself:
+        nnkit.collectives), and so is a network class's `eval`."""
         if getattr(self, "_members", None) is None:
             names = set()
-            for cls in ast.walk(self.info.tree):
+            trees = [self.info.tree, *(m.tree for m in self.c.modules.values())]
+            for cls in (node for tree in trees for node in ast.walk(tree)):
                 if isinstance(cls, ast.ClassDef):
                     for stmt in cls.body:
                         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -229,6 +242,14 @@ class _AttributeRules:
                         names.update(t.id for t in targets if isinstance(t, ast.Name))
             self._members = frozenset(names)
         return self._members
+
+    def _own_plain_class(self, base: ast.AST) -> bool:
+        """A class of the submission's own, by its module-level name, that is plain
+        (patterns.py): its attributes are its own, not a library base class's."""
+        if isinstance(base, ast.Name) and self._local(base.id):
+            return False
+        return isinstance(base, ast.Name | ast.Attribute) and plain_class(self.c, self.info,
+                                                                           base)
 
     def _module_attr(self, ref: Ref, attr: str, node: ast.AST) -> str | None:
         """The rule `module.attr` breaks, if any (ref: a module)."""

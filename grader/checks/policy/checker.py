@@ -268,6 +268,9 @@ class _Checker(_Resolver):
                 chosen.add(attr)
                 uses(info, [n for n in info.tree.body
                             if isinstance(n, ast.ClassDef) and n.name == attr])
+            elif attr in info.assigned:  # one module-level value: what computes it
+                chosen.add(attr)
+                uses(info, [info.assigned[attr]])
             elif attr not in info.aliases:
                 scope[name] = "all"  # a module-level value: assume any of its code
         return scope

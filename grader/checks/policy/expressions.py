@@ -135,6 +135,8 @@ class _ExpressionRules:
         """Strings that reach around the policy: the name of an array interface (a dict
         key that makes any object an array over any address) and a format field that looks
         up an underscore attribute ('{0.__array_interface__[data][0]}'.format(a))."""
+        if id(node) in self.handled:
+            return
         if isinstance(node.value, str) and (node.value.strip() in MEMORY_DUNDERS
                                             or FORMAT_PRIVATE.search(node.value)):
             self.flag("private", node, repr(node.value)[:60])

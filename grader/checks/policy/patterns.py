@@ -48,6 +48,12 @@ def allowed_class_pattern(checker: _Checker, info: _Module, node: ast.MatchClass
     return not local and _plain(checker, info, cls, 0)
 
 
+def plain_class(checker: _Checker, info: _Module, cls: ast.AST) -> bool:
+    """Is `cls` (a name or a sibling module's attribute, read in `info`'s module) one of
+    the submission's own plain classes?"""
+    return _plain(checker, info, cls, 0)
+
+
 def _resolve(checker: _Checker, info: _Module, node: ast.AST) -> Ref | None:
     if isinstance(node, ast.Name):
         ref = info.aliases.get(node.id)

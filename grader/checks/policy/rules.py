@@ -25,13 +25,15 @@ RULES = {
                "locals, open, input, breakpoint, help, memoryview, id, exit, quit, "
                "SystemExit, KeyboardInterrupt, attrgetter, methodcaller, get_type_hints, "
                "copy's other names and deepcopy but as deepcopy(x), "
-               "type() with 3 arguments and super() outside a method or with other "
-               "arguments than (its class, self) reach around the "
-               "language; graded code has no use for them",
+               "type() with 3 arguments, super() outside a method or with other "
+               "arguments than (its class, self), and `match` class patterns on classes "
+               "other than your own plain ones (no metaclass, library base or decorator "
+               "but @dataclass) reach around the language; graded code has no use for "
+               "them",
     "private": "underscore names and interpreter internals (__dict__, __class__, "
                "__globals__, __closure__, cell_contents, frames, code objects, mro) belong "
                "to other code; graded code may use underscore attributes only on self, "
-               "cls or super() in its own classes",
+               "cls or super() in its own classes, and on its own plain classes by name",
     "product": "library matrix products (matmul, dot, einsum, tensordot, the @ operator, "
                "outer, kron, np.matrix, linalg, ...) are not allowed where the product must "
                "be your own kernel",

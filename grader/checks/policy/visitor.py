@@ -342,6 +342,9 @@ class _Visitor(_ExpressionRules, _AttributeRules, _DecoratorRules, _KernelRules,
                 self._check_super(node)
             elif func.id == "type" and (len(node.args) != 1 or node.keywords):
                 self.flag("builtin", node, f"type() with {len(node.args)} arguments")
+            elif func.id == "hasattr" and len(node.args) == 2:
+                # hasattr(A, "__cuda_array_interface__"): a device-array test, a bool only
+                self.handled.add(id(node.args[1]))
         ref = self.resolve(func)
         if ref is not None and ref.module == "numpy" and len(ref.rest) == 1:
             name = ref.rest[0]
