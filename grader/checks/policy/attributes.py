@@ -48,7 +48,7 @@ from grader.checks.policy.names import (
     is_collective,
     mpi_class,
 )
-from grader.checks.policy.patterns import plain_class
+from grader.checks.policy.patterns import defined_names
 
 # Names of the language's escape hatches that are also a class's everyday method names
 # (`net.eval(X)`, `plan.compile()`, `log.open()`): allowed on self and where the
@@ -162,7 +162,7 @@ class _AttributeRules:
                 return None  # a namedtuple's public methods (point._replace(x=1))
             if self._self_like(base) or self._super_call(base):
                 return "private" if dunder and attr not in SAFE_DUNDERS else None
-            if not dunder and self._own_plain_class(base):
+            if not dunder and attr in self._own_class_names(base):
                 return None  # Workspace._cache: a class attribute of the submission's own
             if sibling_module and not dunder:
                 return None
@@ -170,8 +170,7 @@ class _AttributeRules:
         if attr in INTERNALS:
             return "private"
         if (attr in ATTR_BUILTINS or attr in HELPER_GETATTR) and not (
-                attr in OWN_METHOD_NAMES and ref is None
-                and (self._self_like(base) or attr in self._own_members())):
+                attr in OWN_METHOD_NAMES and ref is None and self._own_member(base, attr)):
             return "builtin"
         full = self.c._extend(ref, attr) if ref is not None else None
         if ref is not None and ref.is_module and not sibling_module:
@@ -206,7 +205,7 @@ class _AttributeRules:
                 return "mpi-comm"
         in_ring = self.ring == "all" or (isinstance(self.ring, set) and self.top in self.ring)
         if in_ring and is_collective(attr) and (ref is None or ref.module == "mpi4py.MPI") \
-                and not (ref is None and (self._self_like(base) or attr in self._own_members())):
+                and not (ref is None and self._own_member(base, attr)):
             return "mpi-collective"
         if in_ring and attr == "Free" and ref is not None and ref.module == "mpi4py.MPI" and (
                 ref.rest[:1] in (("Request",), ("Prequest",))):
@@ -243,13 +242,39 @@ class _AttributeRules:
             self._members = frozenset(names)
         return self._members
 
-    def _own_plain_class(self, base: ast.AST) -> bool:
-        """A class of the submission's own, by its module-level name, that is plain
-        (patterns.py): its attributes are its own, not a library base class's."""
-        if isinstance(base, ast.Name) and self._local(base.id):
+    def _own_class_names(self, base: ast.AST) -> frozenset[str]:
+        """What the body of a class of the submission's own defines, when `base` names
+        that class (module-level, plain: patterns.py); else nothing."""
+        if not isinstance(base, ast.Name | ast.Attribute) or (
+                isinstance(base, ast.Name) and self._local(base.id)):
+            return frozenset()
+        return defined_names(self.c, self.info, base)
+
+    def _own_member(self, base: ast.AST, attr: str) -> bool:
+        """Is `base.attr` a member of the submission's own object: `self`, one of its
+        classes by name, or a local only ever assigned one of its classes' instances
+        (`ring = Ring(comm)`), with `attr` a name its classes define?"""
+        if self._self_like(base):
+            return True
+        if attr not in self._own_members():
             return False
-        return isinstance(base, ast.Name | ast.Attribute) and plain_class(self.c, self.info,
-                                                                           base)
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name):
+            return self._own_class_name(base.func.id)  # Net(weights).eval(X)
+        if isinstance(base, ast.Name) and not self._local(base.id):
+            return self._own_class_name(base.id)
+        scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
+        return isinstance(base, ast.Name) and scope is not None and base.id in scope.instances
+
+    def _own_class_name(self, name: str) -> bool:
+        """Does `name`, unshadowed, stand for a class of the submission's own modules
+        (defined here, or imported from a sibling)?"""
+        if self._local(name) or any(bound == name for bound, _ in self.info.rebinds):
+            return False
+        if name in self.info.classes:
+            return True
+        ref = self.info.aliases.get(name)
+        found = self.c._sibling_def(self.c._deref(ref)) if ref is not None else None
+        return found is not None and found[1] in found[0].classes
 
     def _module_attr(self, ref: Ref, attr: str, node: ast.AST) -> str | None:
         """The rule `module.attr` breaks, if any (ref: a module)."""

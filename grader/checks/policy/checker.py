@@ -129,6 +129,10 @@ class _Checker(_Resolver):
                         events.extend((n.id, "other", stmt, None) for n in _stores(target))
                 elif isinstance(stmt, ast.Try):
                     events.extend((h.name, "other", h, None) for h in stmt.handlers if h.name)
+        # walrus targets and match captures of module-level code (tests, patterns,
+        # comprehensions) bind module names too: `case Plan:` rebinds the class Plan
+        events.extend((name, "other", node, None)
+                      for name, node in _pattern_and_walrus_bindings(info.tree.body))
         # names declared global (and stored) in functions are rebound at module level
         nodes = list(ast.walk(info.tree))
         has_global = any(isinstance(node, ast.Global) for node in nodes)
@@ -139,7 +143,8 @@ class _Checker(_Resolver):
                 for name in declared:
                     for stored in ast.walk(node):
                         if (isinstance(stored, ast.Name) and stored.id == name
-                                and isinstance(stored.ctx, ast.Store | ast.Del)):
+                                and isinstance(stored.ctx, ast.Store | ast.Del)) or (
+                                    name in _pattern_names(stored)):
                             events.append((name, "other", stored, None))
                             break
         first: dict[str, tuple[str, Ref | None]] = {}
@@ -268,9 +273,36 @@ class _Checker(_Resolver):
                 chosen.add(attr)
                 uses(info, [n for n in info.tree.body
                             if isinstance(n, ast.ClassDef) and n.name == attr])
-            elif attr in info.assigned:  # one module-level value: what computes it
+            elif attr in info.constants:  # a constant (DTYPE = np.float32): no code
                 chosen.add(attr)
-                uses(info, [info.assigned[attr]])
             elif attr not in info.aliases:
                 scope[name] = "all"  # a module-level value: assume any of its code
         return scope
+
+
+def _pattern_names(node: ast.AST) -> tuple[str, ...]:
+    """The name a match pattern node binds (`case x`, `case [*rest]`, `case {**rest}`)."""
+    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        return (node.name,)
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return (node.rest,)
+    return ()
+
+
+def _pattern_and_walrus_bindings(body: list[ast.stmt]):
+    """(name, node) of what module-level code binds by a walrus (anywhere, comprehensions
+    included: they bind the enclosing scope) or a match pattern; not entering functions,
+    classes or lambdas."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            todo.extend(cur.decorator_list)  # run at module level
+            continue
+        if isinstance(cur, ast.Lambda):
+            continue
+        if isinstance(cur, ast.NamedExpr) and isinstance(cur.target, ast.Name):
+            yield cur.target.id, cur
+        for name in _pattern_names(cur):
+            yield name, cur
+        todo.extend(ast.iter_child_nodes(cur))

@@ -65,6 +65,7 @@ class _Scope:
     self_name: str | None = None  # the method's self/cls, when not rebound
     method: bool = False  # a function directly in a class body
     name: str = ""  # a class's own name (super(Name, self))
+    instances: set[str] = field(default_factory=set)  # locals bound only to OwnClass(...)
 
 
 @dataclass

@@ -54,6 +54,33 @@ def plain_class(checker: _Checker, info: _Module, cls: ast.AST) -> bool:
     return _plain(checker, info, cls, 0)
 
 
+def defined_names(checker: _Checker, info: _Module, cls: ast.AST, depth: int = 0
+                  ) -> frozenset[str]:
+    """Names the body of `cls`, an own plain class, and of its own plain bases define
+    (methods, class attributes, fields); empty for any other class. What a class gets from
+    Enum, NamedTuple or a builtin base is not its own: Enum's _convert_ read and wrote any
+    loaded module's globals (review)."""
+    if depth > MAX_DEPTH or not _plain(checker, info, cls, 0):
+        return frozenset()
+    if not (isinstance(cls, ast.Name) and cls.id in info.classes):
+        ref = _resolve(checker, info, cls)
+        found = checker._sibling_def(ref) if ref is not None else None
+        return (defined_names(checker, found[0], ast.Name(id=found[1]), depth + 1)
+                if found is not None else frozenset())
+    definition = next(n for n in info.tree.body
+                      if isinstance(n, ast.ClassDef) and n.name == cls.id)
+    names: set[str] = set()
+    for stmt in definition.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(stmt.name)
+        targets = (stmt.targets if isinstance(stmt, ast.Assign) else
+                   [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    for base in definition.bases:
+        names |= defined_names(checker, info, base, depth + 1)
+    return frozenset(names)
+
+
 def _resolve(checker: _Checker, info: _Module, node: ast.AST) -> Ref | None:
     if isinstance(node, ast.Name):
         ref = info.aliases.get(node.id)

@@ -9,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,8 +196,49 @@ def _bound_in_function(func: ast.AST) -> set[str]:
             names.add(cur.name)
         elif isinstance(cur, ast.MatchMapping) and cur.rest:
             names.add(cur.rest)
-        if isinstance(cur, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp
-                      | ast.GeneratorExp):
+        if isinstance(cur, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            # a walrus in a comprehension binds the function's own scope
+            names.update(n.target.id for n in ast.walk(cur) if isinstance(n, ast.NamedExpr)
+                         and isinstance(n.target, ast.Name))
+            continue
+        if isinstance(cur, ast.Lambda):
             continue
         todo.extend(ast.iter_child_nodes(cur))
     return names - declared
+
+
+def _own_instances(func: ast.AST, own_class: Callable[[str], bool]) -> set[str]:
+    """Locals of `func` bound only by `name = C(...)` with `own_class(C)`: the
+    submission's own objects (`ring = Ring(comm)`), whatever their methods are called."""
+    good: dict[str, int] = {}
+    stores: dict[str, int] = {}
+    other: set[str] = set()
+    args = func.args
+    other.update(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                 args.vararg, args.kwarg) if a is not None)
+    todo = list(func.body)
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, ast.Assign) and len(cur.targets) == 1 and isinstance(
+                cur.targets[0], ast.Name) and isinstance(cur.value, ast.Call) and isinstance(
+                cur.value.func, ast.Name) and own_class(cur.value.func.id):
+            good[cur.targets[0].id] = good.get(cur.targets[0].id, 0) + 1
+        if isinstance(cur, ast.Name) and isinstance(cur.ctx, ast.Store | ast.Del):
+            stores[cur.id] = stores.get(cur.id, 0) + 1
+        elif isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            other.add(cur.name)
+            continue
+        elif isinstance(cur, ast.Import | ast.ImportFrom | ast.Global | ast.Nonlocal):
+            other.update((getattr(a, "asname", None) or getattr(a, "name", a)).split(".")[0]
+                         for a in cur.names)
+        elif isinstance(cur, ast.ExceptHandler) and cur.name:
+            other.add(cur.name)
+        elif isinstance(cur, ast.MatchAs | ast.MatchStar) and cur.name:
+            other.add(cur.name)
+        elif isinstance(cur, ast.MatchMapping) and cur.rest:
+            other.add(cur.rest)
+        if isinstance(cur, ast.Lambda):
+            continue
+        todo.extend(ast.iter_child_nodes(cur))
+    return {name for name, count in good.items()
+            if stores.get(name) == count and name not in other}

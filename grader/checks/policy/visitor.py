@@ -24,7 +24,13 @@ from grader.checks.policy.names import (
 )
 from grader.checks.policy.patterns import allowed_class_pattern
 from grader.checks.policy.rules import Violation
-from grader.checks.policy.source import _bound_in_function, _Module, _sibling_problem, _stores
+from grader.checks.policy.source import (
+    _bound_in_function,
+    _Module,
+    _own_instances,
+    _sibling_problem,
+    _stores,
+)
 
 if TYPE_CHECKING:  # the checker creates visitors: imported for the annotation only
     from grader.checks.policy.checker import _Checker
@@ -211,6 +217,8 @@ class _Visitor(_ExpressionRules, _AttributeRules, _DecoratorRules, _KernelRules,
             scope.self_name = None if rebound else first
         elif not scope.method:
             scope = self._nested_scope(names, params)
+        scope.instances = _own_instances(node, lambda name: (
+            name not in names and self._own_class_name(name)))
         previous_top = self.top
         if at_top:
             self.top = node.name

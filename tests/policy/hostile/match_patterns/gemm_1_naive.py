@@ -6,6 +6,7 @@ to what it likes (red team: `case object(modules=m)` on sys, then getattr off bu
 
 import abc
 import sys  # expect: import
+from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from nnkit.backend import cuda
@@ -53,6 +54,43 @@ def reach(x):
             return m
         case int(real=r):  # expect: builtin
             return r
+
+
+class Plan:
+    pass
+
+
+class Other:
+    pass
+
+
+class Box(Enum):
+    pass
+
+
+# A capture or a walrus rebinds a plain class's name to anything (review).
+match object:
+    case Plan:  # expect: rebind
+        pass
+
+if (Other := object):  # expect: rebind
+    pass
+
+match len:
+    case hasattr:
+        pass
+
+
+def rebound(x):
+    match x:
+        case Plan(modules=mods):  # expect: builtin
+            return mods
+        case Other(modules=mods):  # expect: builtin
+            return mods
+    # Enum's _convert_ reads and writes any loaded module's globals: only what a class's
+    # own body defines is its own.
+    leak = Box._convert_("Leak", "sys", lambda n: n == "modules")  # expect: private
+    return leak, hasattr(None, "__array_interface__")  # expect: private
 
 
 @cuda.jit
