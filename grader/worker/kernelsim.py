@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 # What a kernel may read of an argument array (as compiled CUDA code can).
 ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
                         "T"})
@@ -23,6 +25,46 @@ ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize",
 
 class NotOnAGpu(TypeError):
     """A kernel did what compiled CUDA code cannot."""
+
+
+# Array methods that compute on a whole array (or hand its elements to Python): compiled
+# kernels have none of them on shared and local arrays.
+WHOLE_ARRAY_METHODS = ("dot", "sum", "prod", "mean", "std", "var", "max", "min", "argmax",
+                       "argmin", "cumsum", "cumprod", "tolist", "tobytes", "trace", "round",
+                       "clip", "all", "any", "nonzero", "sort", "argsort", "ptp", "compress",
+                       "choose", "repeat", "take", "put", "flatten", "ravel", "reshape",
+                       "transpose", "swapaxes", "squeeze", "astype", "fill", "item",
+                       "itemset", "searchsorted", "partition", "argpartition", "diagonal",
+                       "conj", "conjugate", "resize", "byteswap", "getfield", "setfield")
+
+
+def _refused(what: str) -> NotOnAGpu:
+    return NotOnAGpu(f"{what} on a whole shared or local array inside a kernel: compiled "
+                     "CUDA kernels work on single elements (index the array), so this would "
+                     "not run on a GPU")
+
+
+class KernelArray(np.ndarray):
+    """A shared or local array inside a simulated kernel: its elements only. In the
+    simulator these were plain NumPy arrays, and a kernel that copied A and B into local
+    arrays and multiplied them with NumPy's broadcasting passed every item (red team)."""
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        raise _refused(f"numpy.{getattr(ufunc, '__name__', ufunc)}")
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        raise _refused(f"numpy.{getattr(func, '__name__', func)}")
+
+
+def _refusing(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _refused(f"array.{name}()")
+    method.__name__ = name
+    return method
+
+
+for _name in WHOLE_ARRAY_METHODS:
+    setattr(KernelArray, _name, _refusing(_name))
 
 
 def install() -> bool:
@@ -50,10 +92,26 @@ def install() -> bool:
 
     cls.__array_ufunc__ = array_ufunc
     cls.__getattr__ = getattr_
+    _restrict_local_arrays()
     _mend_dynamic_shared()
     _mend_host_api()
     _check_launch_limits()
     return True
+
+
+def _restrict_local_arrays() -> None:
+    """cuda.local.array as a KernelArray (shared arrays: _mend_dynamic_shared)."""
+    from numba.cuda.simulator import kernelapi
+
+    local = getattr(kernelapi, "FakeCUDALocal", None)
+    if local is None:
+        return
+    original = local.array
+
+    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        return original(self, shape, dtype, alignment).view(KernelArray)
+
+    local.array = array
 
 
 def _mend_host_api() -> None:
@@ -121,7 +179,6 @@ def _mend_dynamic_shared() -> None:
     caller's line, which a wrapper would make one line for every array."""
     import sys
 
-    import numpy as np
     from numba.cuda.simulator import kernelapi
 
     shared = getattr(kernelapi, "FakeCUDAShared", None)
@@ -136,12 +193,13 @@ def _mend_dynamic_shared() -> None:
         dtype = np.dtype(dtype)
         if shape == 0:  # dynamic: views of one buffer, as many whole elements as fit
             count = self._dynshared_size // dtype.itemsize
-            return np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
+            return np.frombuffer(self._dynshared.data, dtype=dtype, count=count).view(
+                KernelArray)
         caller = sys._getframe(1)  # one array per allocating line, as numba's
         key = (caller.f_code.co_filename, caller.f_lineno)
         found = self._allocations.get(key)
         if found is None:
-            found = self._allocations[key] = np.empty(shape, dtype)
+            found = self._allocations[key] = np.empty(shape, dtype).view(KernelArray)
             used = sum(a.nbytes for a in self._allocations.values()) + self._dynshared_size
             if used > MAX_SHARED_BYTES:
                 raise NotOnAGpu(f"{used:,} bytes of shared memory a block (static arrays "

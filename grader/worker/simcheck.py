@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from grader.worker import memcount
+from grader.worker.kernelsim import KernelArray
 from nnkit import backend
 
 RAW = "read-after-write"
@@ -295,7 +296,7 @@ class _Shadow:
             return None
 
 
-class _SharedArray(np.ndarray):
+class _SharedArray(KernelArray):
     """A shared array as kernels see it: a NumPy array whose element accesses are checked."""
 
     _shadow: _Shadow | None = None  # None on arrays NumPy derives from it (a + 1, ...)
@@ -421,7 +422,7 @@ def _shared_access(array: _SharedArray, idx: Any, value: Any, write: bool) -> An
     return value
 
 
-class _DynamicShared(np.ndarray):
+class _DynamicShared(KernelArray):
     """Dynamic shared memory as kernels see it (cuda.shared.array(0, dtype), always from
     the start of the block's buffer, and the 1-D slices a kernel takes of it to hold two
     tiles): its one-element accesses are counted while a counter watches, as a static
@@ -471,7 +472,7 @@ class _DynamicShared(np.ndarray):
         self._count(idx, True)
 
 
-class _LocalArray(np.ndarray):
+class _LocalArray(KernelArray):
     """A local array as kernels see it: only negative indices are checked (it is private
     to its thread, so it cannot race)."""
 

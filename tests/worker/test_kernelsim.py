@@ -110,3 +110,70 @@ def test_launches_no_gpu_accepts_are_refused():
     assert "65,535 blocks along y" in lines[2]
     assert "65,536 bytes of dynamic shared memory" in lines[3]
     assert "65,536 bytes of shared memory a block" in lines[4]
+
+
+WHOLE_ARRAYS = '''\
+import os
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+import numpy as np
+from numba import cuda
+from grader.worker import kernelsim
+
+assert kernelsim.install()
+
+
+@cuda.jit
+def elements(out):
+    acc = cuda.local.array(4, np.float32)
+    tile = cuda.shared.array((2, 2), np.float32)
+    i = cuda.threadIdx.x
+    for k in range(4):
+        acc[k] = k * i
+    tile[i, 0] = acc[3]
+    tile[i, 1] = acc[2] + tile[i, 0]
+    cuda.syncthreads()
+    out[i] = tile[1 - i, 1]
+
+
+@cuda.jit
+def broadcast_product(A, B, C, how):
+    a = cuda.local.array((2, 2), np.float32)
+    b = cuda.shared.array((2, 2), np.float32)
+    for r in range(2):
+        for c in range(2):
+            a[r, c] = A[r, c]
+            b[r, c] = B[r, c]
+    if how == 0:
+        d = (a.reshape(2, 2, 1) * b.reshape(1, 2, 2)).sum(axis=1)
+    elif how == 1:
+        d = np.dot(a, b)
+    else:
+        d = a.dot(b)
+    for r in range(2):
+        for c in range(2):
+            C[r, c] = d[r, c]
+
+
+out = np.zeros(2, np.float32)
+elements[1, 2](out)
+print("elements:", out.tolist())
+A = np.ones((2, 2), np.float32)
+for how in range(3):
+    try:
+        broadcast_product[1, 1](A, A, np.zeros((2, 2), np.float32), how)
+        print("computed", how)
+    except kernelsim.NotOnAGpu as err:
+        print("refused:", str(err)[:40])
+'''
+
+
+def test_shared_and_local_arrays_hold_elements_only():
+    """A kernel that copied A and B into local or shared arrays could multiply them with
+    NumPy inside the simulator (broadcasting, np.dot, .dot), which no GPU compiles (red
+    team: full correctness points for a one-thread kernel). Element accesses still run."""
+    result = subprocess.run([sys.executable, "-c", WHOLE_ARRAYS], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "elements: [5.0, 0.0]", lines
+    assert [line.split(":")[0] for line in lines[1:]] == ["refused"] * 3, lines
