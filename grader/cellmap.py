@@ -21,8 +21,11 @@ not describe the module being graded is ignored.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
+import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,7 +33,15 @@ from grader import safe_io
 
 SUFFIX = ".notebook.json"
 MAP_BYTES = 1 << 20
-_DEF = re.compile(r"^(?:@[^\n]*\n)*\s*(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+# The first definition of a cell, by its line (linear: an earlier pattern that skipped the
+# decorators above it backtracked for minutes on a cell of 30,000 decorator lines, in the
+# grader's own process before any job started: red team).
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+# The records are signed with a key of this installation's (KEY_FILE, made on first use,
+# readable by its owner only): a student who hands in a file named
+# `<classmate>.notebook.json` beside the classmate's folder wrote the classmate's record,
+# and its "problem" zeroed them (red team). An unsigned or foreign record is ignored.
+KEY_FILE = Path(__file__).resolve().parents[1] / "build" / "cellmap.key"
 
 
 @dataclass(frozen=True)
@@ -81,17 +92,53 @@ def write(folder: Path, modules: dict[str, tuple[str, list[Span]]],
     data = {"modules": {m: {"sha256": digest(text), "spans": [asdict(s) for s in spans]}
                         for m, (text, spans) in sorted(modules.items())},
             "notes": list(notes or []), "problem": problem}
+    data["signature"] = _sign(data, _key(create=True))
     path = path_for(folder)
     path.write_text(json.dumps(data, indent=1))
     return path
 
 
+def _key(create: bool = False) -> bytes | None:
+    """This installation's key for records; None when there is none (and `create` is
+    false, or it cannot be made)."""
+    try:
+        return KEY_FILE.read_bytes()
+    except OSError:
+        if not create:
+            return None
+    try:
+        KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(secrets.token_bytes(32))
+    except FileExistsError:
+        pass  # another process made it first
+    except OSError:
+        return None
+    try:
+        return KEY_FILE.read_bytes()
+    except OSError:
+        return None
+
+
+def _sign(data: dict, key: bytes | None) -> str:
+    body = json.dumps({k: v for k, v in data.items() if k != "signature"}, sort_keys=True)
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest() if key else ""
+
+
 def _record(folder: Path) -> dict:
+    """The record beside `folder`, if this installation signed it; else {}."""
     try:
         data = safe_io.read_json(path_for(folder), MAP_BYTES)
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    key, signature = _key(), data.get("signature")
+    if not key or not isinstance(signature, str) or not hmac.compare_digest(
+            signature, _sign(data, key)):
+        return {}
+    return data
 
 
 def read(folder: Path, modules: set[str]) -> dict[str, list[Span]]:

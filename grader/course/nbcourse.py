@@ -212,9 +212,23 @@ def extract_all(course: Path, assignments: list[str]) -> list[Student]:
     if extracted.exists():
         shutil.rmtree(extracted)
     students = []
-    for name in _students(course):
+    names = _students(course)
+    # A student id ending in the records' suffix would be a folder where another student's
+    # record goes (red team: alice.notebook.json stopped `make autograde` for the class).
+    clashing = {n for n in names if n.endswith(cellmap.SUFFIX)}
+    for name in sorted(clashing):
         student = Student(name, extracted / name)
-        student.folder.mkdir(parents=True)
+        student.problem = (f"the student id ends in {cellmap.SUFFIX}, the name of the "
+                           "grader's records of extracted notebooks: rename the student")
+        students.append(student)
+    for name in (n for n in names if n not in clashing):
+        student = Student(name, extracted / name)
+        try:
+            student.folder.mkdir(parents=True)
+        except OSError as err:
+            student.problem = f"could not be extracted ({err.strerror})"
+            students.append(student)
+            continue
         student.notebooks = {a: nb for a in assignments
                              if (nb := course / "submitted" / name / a / f"{a}.ipynb").is_file()}
         try:

@@ -131,3 +131,19 @@ def test_a_cell_is_judged_by_the_kit_cases_of_its_own_function():
             "message": "2 of 9 cases fail", "checks": [{"case": "17x5x3 AB", "passed": False}]}
     assert kit_failure(gemm, "gemm_naive") == "2 of 9 cases fail"
     assert kit_failure({**gemm, "points": 10.0}, "gemm_naive") is None
+
+
+def test_a_student_id_named_like_a_record_stops_no_class(tmp_path):
+    """`make autograde` wrote bob's record, extracted/bob.notebook.json, and then could not
+    make the folder of a student whose id is bob.notebook.json: the class went ungraded
+    (red team). That student is told to rename; bob is graded as ever."""
+    course = tmp_path / "course"
+    for name in ("bob", "bob.notebook.json"):
+        (course / "submitted" / name / "part1-gemm").mkdir(parents=True)
+    target = tmp_path / "elsewhere.ipynb"
+    target.write_text("{}")
+    (course / "submitted" / "bob" / "part1-gemm" / "part1-gemm.ipynb").symlink_to(target)
+    students = {s.name: s for s in nbcourse.extract_all(course, ["part1-gemm"])}
+    assert "a symbolic link" in students["bob"].problem
+    assert "rename the student" in students["bob.notebook.json"].problem
+    assert (course / "extracted" / "bob").is_dir()

@@ -5,6 +5,8 @@ notebook's modules given as the notebook's cells."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from grader.course.notebook import ASSIGNMENTS, build_notebook, write_notebook
 from grader.nbextract import extract
 from grader.reports.locate import path_stripper, relocate, rewriter
 from grader.results import FAIL, ItemResult, SubmissionResult
-from tests.conftest import run_kit
+from tests.conftest import KIT_ROOT, run_kit
 
 WORK = Path("/tmp/grader-k2x9q1ab")
 PART1 = next(a for a in ASSIGNMENTS if a.name == "part1-gemm")
@@ -185,3 +187,35 @@ def test_test_cell_errors_name_the_notebook_cell(tmp_path):
     assert result.points == 0 and "boom" in result.error
     assert "cell 7 of alice.ipynb [gemm_naive_kernel, id gemm_1_naive-1], line" in result.error
     assert "gemm_1_naive.py" not in result.error and str(work) not in result.error
+
+
+def test_a_record_this_installation_did_not_sign_is_ignored(tmp_path):
+    """A student who hands in a file named `<classmate>.notebook.json` beside the
+    classmate's folder wrote the classmate's record, and its problem zeroed them (red
+    team). Records carry this installation's signature; any other is read as none."""
+    alice = tmp_path / "alice"
+    alice.mkdir()
+    forged = {"modules": {}, "notes": ["cheating detected"],
+              "problem": "alice: PLAGIARISM DETECTED, graded zero"}
+    cellmap.path_for(alice).write_text(json.dumps(forged))
+    assert cellmap.read_notes(alice) == ([], None)
+    cellmap.path_for(alice).write_text(json.dumps({**forged, "signature": "0" * 64}))
+    assert cellmap.read_notes(alice) == ([], None)
+    cellmap.write(alice, {}, ["a note of the grader's"], "no graded cell")
+    assert cellmap.read_notes(alice) == (["a note of the grader's"], "no graded cell")
+
+
+def test_a_cell_of_many_decorators_is_read_in_linear_time():
+    """The first definition of a cell was found by a pattern that backtracked on
+    decorator lines: a 120 KB notebook held a class's run for minutes, in the grader's
+    own process (red team). 200,000 such lines now take a fraction of a second; the old
+    pattern would not finish within the test's limit."""
+    code = ("from grader import cellmap\n"
+            "spans = cellmap.spans_of([('@x\\n' * 200000, 'n.ipynb', 1, '')])\n"
+            "named = cellmap.spans_of([('@dec\\n@other(1)\\nasync def f():\\n  pass', "
+            "'n.ipynb', 1, '')])\n"
+            "print(len(spans), repr(spans[0].defines), named[0].defines)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=KIT_ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout.split() == ["1", "''", "f"]
