@@ -60,7 +60,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 grade: $(SETUP)
-	$(PY) -m grader $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS)
+	$(PY) -m grader --out $(OUT) --jobs $(JOBS) -- $(SUBMISSIONS)
 
 # PART=gemm|net|mpi, KERNEL=naive|shared|register, FUNCTION=<a Part 2 or 3 function>: only
 # those checks, into a folder of their own (grader/student.py), as in the student kit.

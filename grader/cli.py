@@ -42,7 +42,7 @@ from grader.reports import report
 from grader.results import SubmissionResult
 from grader.scoring import DEFAULT_CONFIG, Config, ConfigError, load_config
 from grader.selection import Selection
-from grader.submissions import Submission, resolve
+from grader.submissions import Submission, holds_modules, resolve
 from nnkit.backend import BackendError, select
 from nnkit.gemm import BONUS_KERNELS, KERNELS
 from nnkit.submission import KIT_ROOT, NAMED
@@ -157,6 +157,15 @@ def main(argv: list[str] | None = None) -> int:
         parts = [selection.part]
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    out = Path(args.out).resolve()
+    for given in [*args.submissions, *([args.out] if holds_modules(out) else [])]:
+        where = Path(given).resolve()
+        if out == where or where in out.parents:
+            # a folder named `--out` in a class graded with `grader *` took the next
+            # student's folder as the reports' (red team): put `--` before the folders
+            parser.error(f"--out {args.out} is, or is inside, the submission {given}: the "
+                         "reports would be written into a student's folder (a folder "
+                         "named like an option? put `--` before the submissions)")
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         parser.error("--jobs-per-gpu must be at least 1")
     if importlib.util.find_spec("greenlet") is None:

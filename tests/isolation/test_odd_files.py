@@ -364,3 +364,19 @@ def test_a_students_folder_shaped_like_a_class_takes_no_classmates_name(tmp_path
     assert "another submission's in this book" in forged["notes"][-1]
     rows = list(csv.reader((tmp_path / "out" / "grades.csv").read_text().splitlines()))
     assert sorted(r[1] for r in rows[1:]) == ["abby", "alice", "alice_"]
+
+
+def test_a_folder_named_like_the_out_option_does_not_redirect_the_reports(tmp_path):
+    """`python -m grader *` over folders `--out`, `alice`, `bob`: argparse read
+    `--out alice`, and the reports went into alice's folder while she went ungraded (red
+    team). An --out that holds a student's modules, or is a submission, is refused before
+    anything runs; `--` before the folders (as the Makefile does) grades them all."""
+    for name in ("alice", "bob"):
+        shutil.copytree(KIT_ROOT / "solution", tmp_path / name)
+    result = run_kit("grader", "--out", str(tmp_path / "alice"), str(tmp_path / "bob"),
+                     "--parts", "gemm", "--kernels", "naive")
+    assert result.returncode == 2 and "into a student's folder" in result.stderr
+    assert not (tmp_path / "alice" / "grades.csv").exists()
+    result = run_kit("grader", str(tmp_path / "bob"), "--out", str(tmp_path / "bob" / "r"),
+                     "--parts", "gemm", "--kernels", "naive")
+    assert result.returncode == 2 and "is, or is inside, the submission" in result.stderr
