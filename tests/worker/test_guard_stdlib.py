@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 
@@ -108,6 +109,36 @@ student.addresses_from_pprint()
 '''
 
 
+ARMED = '''\
+import sys
+{before}
+from pathlib import Path
+from grader.worker import guard
+from grader.worker.common import read_roots
+folder = Path(sys.argv[1])
+hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
+                   read_roots=[folder, *read_roots()])
+hook.log_only = {log_only}
+hook.arm()
+sys.path.insert(0, str(folder))
+'''
+
+
+def _run_armed(tmp_path: Path, module: str, source: str, then: str, log_only: bool = True,
+               before: str = "") -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run `then` in a fresh interpreter after arming a guard over a folder holding
+    `module`.py; (the run, the guard's records)."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(source)
+    driver = ARMED.format(log_only=log_only, before=before) + textwrap.dedent(then)
+    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    guard_file = tmp_path / "guard.jsonl"
+    lines = guard_file.read_text().splitlines() if guard_file.exists() else []
+    return result, [json.loads(line) for line in lines]
+
+
 def _refusals(tmp_path) -> tuple[list[dict], str]:
     folder = tmp_path / "sub"
     folder.mkdir()
@@ -173,28 +204,11 @@ def test_a_file_name_of_a_str_subclass_is_the_submissions(tmp_path):
     str subclass whose startswith, hash and == lie would pass for the kit's file, and
     make the guard remember a real submission file as the kit's. Its compile is refused,
     and a frame of such a name counts as the submission's."""
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "forger.py").write_text(FORGER)
-    driver = textwrap.dedent('''\
-        import sys
-        from pathlib import Path
-        from grader.worker import guard
-        from grader.worker.common import read_roots
-        folder = Path(sys.argv[1])
-        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
-                           read_roots=[folder, *read_roots()])
-        hook.log_only = True
-        hook.arm()
-        sys.path.insert(0, str(folder))
+    result, records = _run_armed(tmp_path, "forger", FORGER, """\
         import forger
         forger.forge()
-        ''')
-    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
-                            capture_output=True, text=True, timeout=120)
+        """)
     assert result.returncode == 0, result.stderr[-2000:]
-    records = [json.loads(line) for line in
-               (tmp_path / "guard.jsonl").read_text().splitlines()]
     assert [r["event"] for r in records][:2] == ["compile", "exec"], records
     assert ("sys._getframe", "code of a forged file name") in [
         (r["event"], r["file"]) for r in records], records
@@ -230,44 +244,28 @@ def test_logging_works_and_hands_no_frame_back(tmp_path):
     and f_locals are not audited: from there every local of the kit's stack was the
     submission's (red team). Armed, it returns None; logging still logs. The guard names
     logging's file innocent even when no module had loaded logging before it was made."""
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "student.py").write_text(textwrap.dedent('''\
+    source = textwrap.dedent('''\
         import logging
 
         def log_and_peek():
             logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
             logging.getLogger("student").info("launching %d blocks", 8)
             return logging.currentframe()
-        '''))
-    driver = textwrap.dedent('''\
-        import sys
-        from pathlib import Path
-        assert "logging" not in sys.modules
-        from grader.worker import guard
-        from grader.worker.common import read_roots
-        folder = Path(sys.argv[1])
-        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
-                           read_roots=[folder, *read_roots()])
-        hook.arm()
-        sys.path.insert(0, str(folder))
+        ''')
+    result, records = _run_armed(tmp_path, "student", source, """\
         import student
         print("frame:", student.log_and_peek(), flush=True)
-        ''')
-    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
-                            capture_output=True, text=True, timeout=120)
+        """, log_only=False, before='assert "logging" not in sys.modules')
     assert result.returncode == 0, result.stderr[-2000:]
     assert "frame: None" in result.stdout
     assert "INFO launching 8 blocks" in result.stderr
-    assert not (tmp_path / "guard.jsonl").read_text().strip()
+    assert records == []
 
 
 def test_the_processs_memory_is_closed_and_its_status_open(tmp_path):
     """/proc/self/mem held every object of the kit's (red team: a replay's inputs read back
     through io.FileIO); the process's status, which libraries read, stays open."""
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "student.py").write_text(textwrap.dedent('''\
+    source = textwrap.dedent('''\
         import io
         import os
 
@@ -282,27 +280,13 @@ def test_the_processs_memory_is_closed_and_its_status_open(tmp_path):
         def environment():
             with io.FileIO("/proc/self/environ", "r") as opened:
                 return opened.read()
-        '''))
-    driver = textwrap.dedent('''\
-        import sys
-        from pathlib import Path
-        from grader.worker import guard
-        from grader.worker.common import read_roots
-        folder = Path(sys.argv[1])
-        hook = guard.Guard(folder, [], folder.parent / "guard.jsonl",
-                           read_roots=[folder, *read_roots()])
-        hook.log_only = True
-        hook.arm()
-        sys.path.insert(0, str(folder))
+        ''')
+    result, records = _run_armed(tmp_path, "student", source, """\
         import student
         print("status:", student.status() > 0, flush=True)
         print("stage", flush=True)
         student.memory()
         student.environment()
-        ''')
-    result = subprocess.run([sys.executable, "-c", driver, str(folder)], cwd=KIT_ROOT,
-                            capture_output=True, text=True, timeout=120)
+        """)
     assert "status: True" in result.stdout, result.stderr[-1500:]
-    records = [json.loads(line) for line in
-               (tmp_path / "guard.jsonl").read_text().splitlines()]
     assert [(r["event"], r["line"]) for r in records] == [("open", 9), ("open", 13)], records

@@ -48,7 +48,7 @@ from grader.checks.policy.names import (
     is_collective,
     mpi_class,
 )
-from grader.checks.policy.patterns import defined_names
+from grader.checks.policy.patterns import body_names, defined_names
 
 # Names of the language's escape hatches that are also a class's everyday method names
 # (`net.eval(X)`, `plan.compile()`, `log.open()`): allowed on self and where the
@@ -229,17 +229,10 @@ class _AttributeRules:
         (what the ring's communicator is asked at run time it refuses itself:
         nnkit.collectives), and so is a network class's `eval`."""
         if getattr(self, "_members", None) is None:
-            names = set()
             trees = [self.info.tree, *(m.tree for m in self.c.modules.values())]
-            for cls in (node for tree in trees for node in ast.walk(tree)):
-                if isinstance(cls, ast.ClassDef):
-                    for stmt in cls.body:
-                        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                            names.add(stmt.name)
-                        targets = (stmt.targets if isinstance(stmt, ast.Assign) else
-                                   [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
-                        names.update(t.id for t in targets if isinstance(t, ast.Name))
-            self._members = frozenset(names)
+            self._members = frozenset(name for tree in trees for node in ast.walk(tree)
+                                      if isinstance(node, ast.ClassDef)
+                                      for name in body_names(node))
         return self._members
 
     def _own_class_names(self, base: ast.AST) -> frozenset[str]:

@@ -16,6 +16,7 @@ from grader.checks.policy.source import (
     _listing,
     _Module,
     _module_scope,
+    _named_binding,
     _read,
     _sibling_problem,
     _stores,
@@ -144,7 +145,7 @@ class _Checker(_Resolver):
                     for stored in ast.walk(node):
                         if (isinstance(stored, ast.Name) and stored.id == name
                                 and isinstance(stored.ctx, ast.Store | ast.Del)) or (
-                                    name in _pattern_names(stored)):
+                                    name in _named_binding(stored)):
                             events.append((name, "other", stored, None))
                             break
         first: dict[str, tuple[str, Ref | None]] = {}
@@ -280,19 +281,10 @@ class _Checker(_Resolver):
         return scope
 
 
-def _pattern_names(node: ast.AST) -> tuple[str, ...]:
-    """The name a match pattern node binds (`case x`, `case [*rest]`, `case {**rest}`)."""
-    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-        return (node.name,)
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return (node.rest,)
-    return ()
-
-
 def _pattern_and_walrus_bindings(body: list[ast.stmt]):
     """(name, node) of what module-level code binds by a walrus (anywhere, comprehensions
-    included: they bind the enclosing scope) or a match pattern; not entering functions,
-    classes or lambdas."""
+    included: they bind the enclosing scope), a match pattern or an except clause; not
+    entering functions, classes or lambdas."""
     todo: list[ast.AST] = list(body)
     while todo:
         cur = todo.pop()
@@ -303,6 +295,6 @@ def _pattern_and_walrus_bindings(body: list[ast.stmt]):
             continue
         if isinstance(cur, ast.NamedExpr) and isinstance(cur.target, ast.Name):
             yield cur.target.id, cur
-        for name in _pattern_names(cur):
+        for name in _named_binding(cur):
             yield name, cur
         todo.extend(ast.iter_child_nodes(cur))

@@ -69,6 +69,14 @@ def defined_names(checker: _Checker, info: _Module, cls: ast.AST, depth: int = 0
                 if found is not None else frozenset())
     definition = next(n for n in info.tree.body
                       if isinstance(n, ast.ClassDef) and n.name == cls.id)
+    names = set(body_names(definition))
+    for base in definition.bases:
+        names |= defined_names(checker, info, base, depth + 1)
+    return frozenset(names)
+
+
+def body_names(definition: ast.ClassDef) -> set[str]:
+    """Names a class body binds: its methods, class attributes and fields."""
     names: set[str] = set()
     for stmt in definition.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -76,9 +84,7 @@ def defined_names(checker: _Checker, info: _Module, cls: ast.AST, depth: int = 0
         targets = (stmt.targets if isinstance(stmt, ast.Assign) else
                    [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
         names.update(t.id for t in targets if isinstance(t, ast.Name))
-    for base in definition.bases:
-        names |= defined_names(checker, info, base, depth + 1)
-    return frozenset(names)
+    return names
 
 
 def _resolve(checker: _Checker, info: _Module, node: ast.AST) -> Ref | None:

@@ -166,6 +166,15 @@ def _stores(node: ast.AST):
                 todo.append(child)
 
 
+def _named_binding(node: ast.AST) -> tuple[str, ...]:
+    """The name an except clause or a match pattern binds (a string, not a Name node)."""
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+        return (node.name,)
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return (node.rest,)
+    return ()
+
+
 def _bound_in_function(func: ast.AST) -> set[str]:
     """Names local to a function (parameters and everything it binds), not looking into
     nested scopes; names declared global or nonlocal are left out."""
@@ -190,12 +199,7 @@ def _bound_in_function(func: ast.AST) -> set[str]:
         elif isinstance(cur, ast.Import | ast.ImportFrom):
             for alias in cur.names:
                 names.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(cur, ast.ExceptHandler) and cur.name:
-            names.add(cur.name)
-        elif isinstance(cur, ast.MatchAs | ast.MatchStar) and cur.name:
-            names.add(cur.name)
-        elif isinstance(cur, ast.MatchMapping) and cur.rest:
-            names.add(cur.rest)
+        names.update(_named_binding(cur))
         if isinstance(cur, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
             # a walrus in a comprehension binds the function's own scope
             names.update(n.target.id for n in ast.walk(cur) if isinstance(n, ast.NamedExpr)
@@ -231,12 +235,7 @@ def _own_instances(func: ast.AST, own_class: Callable[[str], bool]) -> set[str]:
         elif isinstance(cur, ast.Import | ast.ImportFrom | ast.Global | ast.Nonlocal):
             other.update((getattr(a, "asname", None) or getattr(a, "name", a)).split(".")[0]
                          for a in cur.names)
-        elif isinstance(cur, ast.ExceptHandler) and cur.name:
-            other.add(cur.name)
-        elif isinstance(cur, ast.MatchAs | ast.MatchStar) and cur.name:
-            other.add(cur.name)
-        elif isinstance(cur, ast.MatchMapping) and cur.rest:
-            other.add(cur.rest)
+        other.update(_named_binding(cur))
         if isinstance(cur, ast.Lambda):
             continue
         todo.extend(ast.iter_child_nodes(cur))
