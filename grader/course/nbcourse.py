@@ -212,22 +212,18 @@ def extract_all(course: Path, assignments: list[str]) -> list[Student]:
     if extracted.exists():
         shutil.rmtree(extracted)
     students = []
-    names = _students(course)
-    # A student id ending in the records' suffix would be a folder where another student's
-    # record goes (red team: alice.notebook.json stopped `make autograde` for the class).
-    clashing = {n for n in names if n.endswith(cellmap.SUFFIX)}
-    for name in sorted(clashing):
+    for name in sorted(_students(course), key=lambda n: not n.endswith(cellmap.SUFFIX)):
         student = Student(name, extracted / name)
-        student.problem = (f"the student id ends in {cellmap.SUFFIX}, the name of the "
-                           "grader's records of extracted notebooks: rename the student")
         students.append(student)
-    for name in (n for n in names if n not in clashing):
-        student = Student(name, extracted / name)
+        # An id ending in the records' suffix names where another student's record goes
+        # (red team: alice.notebook.json stopped `make autograde` for the whole class).
         try:
+            if name.endswith(cellmap.SUFFIX):
+                raise OSError(0, f"the id ends in {cellmap.SUFFIX}, which the grader's "
+                                 "records use: rename the student")
             student.folder.mkdir(parents=True)
         except OSError as err:
             student.problem = f"could not be extracted ({err.strerror})"
-            students.append(student)
             continue
         student.notebooks = {a: nb for a in assignments
                              if (nb := course / "submitted" / name / a / f"{a}.ipynb").is_file()}
@@ -245,7 +241,6 @@ def extract_all(course: Path, assignments: list[str]) -> list[Student]:
             for module in student.folder.iterdir():
                 module.unlink()
             cellmap.write(student.folder, {}, problem=student.problem)
-        students.append(student)
     return students
 
 
