@@ -39,7 +39,7 @@ class SubmissionResult:
     """Every item of one submission, and where and how it was graded."""
 
     name: str  # the submission's name (its folder's, or the student's)
-    path: str  # the folder that was graded
+    path: str  # the folder that was graded, or the notebook it was extracted from
     backend: str  # the GPU or the simulator, described
     items: list[ItemResult] = field(default_factory=list)  # in the order of the tasks
 

@@ -178,6 +178,10 @@ class Submission:
     # May the record beside the folder (grader/cellmap.py) be read? Not for a sub-folder
     # of a handed-in folder, whose parent the student fills.
     cell_map: bool = True
+    # The notebook handed in, for a folder the grader extracted from one: what the report
+    # names as its path, the same in every run (the folder is new each time, and a class
+    # regraded into the same --out forked a row a run: carol, carol_, carol__).
+    source: Path | None = None
 
 
 def is_nested(sub: Submission) -> bool:
@@ -276,7 +280,7 @@ def from_notebook(path: Path, parent: Path) -> Submission:
         folder.mkdir(parents=True, exist_ok=True)
         notes.append(f"no modules extracted from the notebook "
                      f"({type(err).__name__}: {safe_io.clean_text(err, 500)})")
-    return Submission(path.stem, folder, notes=notes)
+    return Submission(path.stem, folder, notes=notes, source=path.resolve())
 
 
 def resolve(paths: list[Path], notebooks: Path) -> list[Submission]:

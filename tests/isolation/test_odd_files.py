@@ -380,3 +380,27 @@ def test_a_folder_named_like_the_out_option_does_not_redirect_the_reports(tmp_pa
     result = run_kit("grader", str(tmp_path / "bob"), "--out", str(tmp_path / "bob" / "r"),
                      "--parts", "gemm", "--kernels", "naive")
     assert result.returncode == 2 and "is, or is inside, the submission" in result.stderr
+
+
+def test_a_notebook_in_a_class_folder_keeps_its_row_when_regraded(tmp_path):
+    """A notebook in a class's folder is extracted into a new folder each run; its report
+    named that folder as its path, so every regrade into the same book took it for
+    another submission's sub-folder and forked a row (carol, carol_, carol__: red team).
+    The report names the notebook instead."""
+    from grader.reports.report import Gradebook
+    from grader.results import ItemResult, SubmissionResult
+
+    klass = tmp_path / "class"
+    for name in ("alice", "bob"):
+        _honest(klass / name)
+    (klass / "carol.ipynb").write_text("{}")
+    book = Gradebook(tmp_path / "out")
+    item = ItemResult("gemm.naive.correctness", "naive", 10, 10, "pass", "ok")
+    for _ in range(3):
+        for sub in resolve([klass], tmp_path / "nb"):
+            path = sub.source or sub.folder
+            book.add(SubmissionResult(sub.name, str(path), "sim", [item]), sub.notes)
+    rows = list(csv.reader((tmp_path / "out" / "grades.csv").read_text().splitlines()))
+    assert sorted(r[1] for r in rows[1:]) == ["alice", "bob", "carol"]
+    assert json.loads((tmp_path / "out" / "carol.json").read_text())["path"] == str(
+        (klass / "carol.ipynb").resolve())
