@@ -157,15 +157,15 @@ def main(argv: list[str] | None = None) -> int:
         parts = [selection.part]
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    # A folder named `--out` in a class graded with `grader *` made the next student's
+    # folder the reports' (red team): refuse an --out that is, or is in, a student's folder.
     out = Path(args.out).resolve()
-    for given in [*args.submissions, *([args.out] if holds_modules(out) else [])]:
-        where = Path(given).resolve()
-        if out == where or where in out.parents:
-            # a folder named `--out` in a class graded with `grader *` took the next
-            # student's folder as the reports' (red team): put `--` before the folders
-            parser.error(f"--out {args.out} is, or is inside, the submission {given}: the "
-                         "reports would be written into a student's folder (a folder "
-                         "named like an option? put `--` before the submissions)")
+    inside = [given for given in args.submissions if Path(given).resolve() in (out, *out.parents)]
+    if inside or holds_modules(out):
+        parser.error(f"--out {args.out} is, or is inside, the submission "
+                     f"{inside[0] if inside else args.out}: the reports would be written "
+                     "into a student's folder (a folder named like an option? put `--` "
+                     "before the submissions)")
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         parser.error("--jobs-per-gpu must be at least 1")
     if importlib.util.find_spec("greenlet") is None:

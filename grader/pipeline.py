@@ -326,7 +326,7 @@ def grade_all(submissions: list[Submission], parts: list[str], kernels: list[str
     results: list[SubmissionResult] = []
 
     def finish(sub: Submission) -> None:
-        result = SubmissionResult(sub.name, os.fsdecode(sub.source or sub.folder or ""),
+        result = SubmissionResult(sub.name, os.fsdecode(sub.report_path or ""),
                                   backend.describe())
         result.items = in_order(plan[sub.name], items[sub.name])
         # Messages name files relative to the submission, notebook cells where it was one.

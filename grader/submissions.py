@@ -183,6 +183,11 @@ class Submission:
     # regraded into the same --out forked a row a run: carol, carol_, carol__).
     source: Path | None = None
 
+    @property
+    def report_path(self) -> Path | None:
+        """What its report names as the path graded: the notebook, or the folder."""
+        return self.source or self.folder
+
 
 def is_nested(sub: Submission) -> bool:
     """Was this submission a sub-folder of a folder named on the command line?"""

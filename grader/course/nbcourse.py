@@ -212,15 +212,16 @@ def extract_all(course: Path, assignments: list[str]) -> list[Student]:
     if extracted.exists():
         shutil.rmtree(extracted)
     students = []
-    for name in sorted(_students(course), key=lambda n: not n.endswith(cellmap.SUFFIX)):
+    for name in _students(course):
         student = Student(name, extracted / name)
         students.append(student)
         # An id ending in the records' suffix names where another student's record goes
         # (red team: alice.notebook.json stopped `make autograde` for the whole class).
+        if name.endswith(cellmap.SUFFIX):
+            student.problem = (f"could not be extracted (the id ends in {cellmap.SUFFIX}, "
+                               "which the grader's records use: rename the student)")
+            continue
         try:
-            if name.endswith(cellmap.SUFFIX):
-                raise OSError(0, f"the id ends in {cellmap.SUFFIX}, which the grader's "
-                                 "records use: rename the student")
             student.folder.mkdir(parents=True)
         except OSError as err:
             student.problem = f"could not be extracted ({err.strerror})"

@@ -398,8 +398,8 @@ def test_a_notebook_in_a_class_folder_keeps_its_row_when_regraded(tmp_path):
     item = ItemResult("gemm.naive.correctness", "naive", 10, 10, "pass", "ok")
     for _ in range(3):
         for sub in resolve([klass], tmp_path / "nb"):
-            path = sub.source or sub.folder
-            book.add(SubmissionResult(sub.name, str(path), "sim", [item]), sub.notes)
+            book.add(SubmissionResult(sub.name, str(sub.report_path), "sim", [item]),
+                     sub.notes)
     rows = list(csv.reader((tmp_path / "out" / "grades.csv").read_text().splitlines()))
     assert sorted(r[1] for r in rows[1:]) == ["alice", "bob", "carol"]
     assert json.loads((tmp_path / "out" / "carol.json").read_text())["path"] == str(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 from grader.checks.policy.kernels import _kernel_path, _vector_type
 from grader.checks.policy.names import (
@@ -223,17 +224,15 @@ class _AttributeRules:
                 return "kernel-attribute"
         return None
 
+    @functools.cached_property
     def _own_members(self) -> frozenset[str]:
         """Names the classes of the submission's modules define (methods, fields, enum
         members): a ring class's `reduce_scatter` phase is the submission's own method
         (what the ring's communicator is asked at run time it refuses itself:
         nnkit.collectives), and so is a network class's `eval`."""
-        if getattr(self, "_members", None) is None:
-            trees = [self.info.tree, *(m.tree for m in self.c.modules.values())]
-            self._members = frozenset(name for tree in trees for node in ast.walk(tree)
-                                      if isinstance(node, ast.ClassDef)
-                                      for name in body_names(node))
-        return self._members
+        trees = [self.info.tree, *(m.tree for m in self.c.modules.values())]
+        return frozenset(name for tree in trees for node in ast.walk(tree)
+                         if isinstance(node, ast.ClassDef) for name in body_names(node))
 
     def _own_class_names(self, base: ast.AST) -> frozenset[str]:
         """What the body of a class of the submission's own defines, when `base` names
@@ -249,7 +248,7 @@ class _AttributeRules:
         (`ring = Ring(comm)`), with `attr` a name its classes define?"""
         if self._self_like(base):
             return True
-        if attr not in self._own_members():
+        if attr not in self._own_members:
             return False
         if isinstance(base, ast.Call) and isinstance(base.func, ast.Name):
             return self._own_class_name(base.func.id)  # Net(weights).eval(X)

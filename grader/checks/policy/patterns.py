@@ -63,7 +63,7 @@ def defined_names(checker: _Checker, info: _Module, cls: ast.AST, depth: int = 0
     if depth > MAX_DEPTH or not _plain(checker, info, cls, 0):
         return frozenset()
     if not (isinstance(cls, ast.Name) and cls.id in info.classes):
-        ref = _resolve(checker, info, cls)
+        ref = checker._resolve_static(cls, info.aliases)
         found = checker._sibling_def(ref) if ref is not None else None
         return (defined_names(checker, found[0], ast.Name(id=found[1]), depth + 1)
                 if found is not None else frozenset())
@@ -87,16 +87,6 @@ def body_names(definition: ast.ClassDef) -> set[str]:
     return names
 
 
-def _resolve(checker: _Checker, info: _Module, node: ast.AST) -> Ref | None:
-    if isinstance(node, ast.Name):
-        ref = info.aliases.get(node.id)
-        return checker._deref(ref) if ref is not None else None
-    if isinstance(node, ast.Attribute):
-        base = _resolve(checker, info, node.value)
-        return checker._extend(base, node.attr) if base is not None else None
-    return None
-
-
 def _plain(checker: _Checker, info: _Module, cls: ast.AST, depth: int) -> bool:
     """Is `cls`, read in `info`'s module, a plain class of the submission's own?"""
     if depth > MAX_DEPTH:
@@ -106,12 +96,12 @@ def _plain(checker: _Checker, info: _Module, cls: ast.AST, depth: int) -> bool:
         if len(defs) != 1 or any(name == cls.id for name, _ in info.rebinds):
             return False
         definition = defs[0]
-        if definition.keywords or not all(
-                _resolve(checker, info, d.func if isinstance(d, ast.Call) else d)
-                in PLAIN_DECORATORS for d in definition.decorator_list):
+        decorators = [d.func if isinstance(d, ast.Call) else d for d in definition.decorator_list]
+        if definition.keywords or not all(checker._resolve_static(d, info.aliases)
+                                          in PLAIN_DECORATORS for d in decorators):
             return False
         return all(_plain_base(checker, info, base, depth) for base in definition.bases)
-    ref = _resolve(checker, info, cls)
+    ref = checker._resolve_static(cls, info.aliases)
     found = checker._sibling_def(ref) if ref is not None else None
     return found is not None and _plain(checker, found[0], ast.Name(id=found[1]), depth + 1)
 
@@ -119,6 +109,6 @@ def _plain(checker: _Checker, info: _Module, cls: ast.AST, depth: int) -> bool:
 def _plain_base(checker: _Checker, info: _Module, base: ast.AST, depth: int) -> bool:
     if isinstance(base, ast.Name) and base.id in BUILTIN_BASES and base.id not in info.bound:
         return True
-    if _resolve(checker, info, base) in PLAIN_BASES:
+    if checker._resolve_static(base, info.aliases) in PLAIN_BASES:
         return True
     return _plain(checker, info, base, depth + 1)

@@ -237,10 +237,10 @@ class _Visitor(_ExpressionRules, _AttributeRules, _DecoratorRules, _KernelRules,
         self.scopes.pop()
         self.top = previous_top
 
-    def _nested_scope(self, names: set[str], params: frozenset[str] = frozenset()) -> _Scope:
+    def _nested_scope(self, names: set[str], params: set[str] | None = None) -> _Scope:
         """A nested def's, lambda's or comprehension's scope: it sees the self of the
         function around it as long as it does not rebind the name."""
-        scope = _Scope("function", names, params=set(params))
+        scope = _Scope("function", names, params=params or set())
         parent = self.scopes[-1]
         if parent.kind == "function" and parent.self_name not in (None, *names):
             scope.self_name = parent.self_name
